@@ -1,0 +1,174 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+func init() {
+	register(&command{name: "info", usage: "IMAGE", summary: "summarise the filesystem, like dumpe2fs -h", run: runInfo})
+	register(&command{name: "frag", usage: "[-v] IMAGE [PATH]", summary: "extents per file, like filefrag (all files when PATH is a directory)", run: runFrag})
+}
+
+func runInfo(e *env, args []string) error {
+	c := commands["info"]
+	fl := newFlags(c, e)
+	force := fl.Bool("force", false, "read even if checksums do not match")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if fl.NArg() != 1 {
+		return usagef("want IMAGE")
+	}
+	fsys, err := openImage(fl.Arg(0), *force)
+	if err != nil {
+		return err
+	}
+	defer fsys.Close()
+	in := fsys.Info()
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 1, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(tw, "%s:\t%v\n", k, v) }
+	tm := func(t time.Time) string {
+		if t.IsZero() {
+			return "n/a"
+		}
+		return t.UTC().Format(time.ANSIC)
+	}
+	row("Filesystem volume name", orNone(in.Label))
+	row("Last mounted on", orNone(in.LastMounted))
+	row("Filesystem UUID", in.UUID)
+	row("Filesystem magic number", "0xEF53")
+	row("Filesystem revision #", in.RevLevel)
+	row("Filesystem features", strings.Join(in.Features, " "))
+	row("Filesystem state", in.State)
+	row("Errors behavior", in.ErrorBehavior)
+	row("Inode count", in.InodesCount)
+	row("Block count", in.BlocksCount)
+	row("Reserved block count", in.ReservedBlocks)
+	row("Free blocks", in.FreeBlocks)
+	row("Free inodes", in.FreeInodes)
+	row("First block", in.FirstDataBlock)
+	row("Block size", in.BlockSize)
+	if in.ClusterSize != in.BlockSize {
+		row("Cluster size", in.ClusterSize)
+	}
+	row("Group count", in.Groups)
+	row("Blocks per group", in.BlocksPerGroup)
+	row("Inodes per group", in.InodesPerGroup)
+	if in.FlexBGSize > 0 {
+		row("Flex block group size", in.FlexBGSize)
+	}
+	row("Reserved GDT blocks", in.ReservedGDTBlocks)
+	row("Filesystem created", tm(in.Created))
+	row("Last mount time", tm(in.LastMount))
+	row("Last write time", tm(in.LastWrite))
+	row("Mount count", in.MountCount)
+	row("Maximum mount count", in.MaxMountCount)
+	row("Last checked", tm(in.LastCheck))
+	row("Inode size", in.InodeSize)
+	if in.InodeSize > 128 {
+		row("Required extra isize", in.MinExtraIsize)
+		row("Desired extra isize", in.WantExtraIsize)
+	}
+	row("Default directory hash", in.HashVersion)
+	row("Directory Hash Seed", in.HashSeed)
+	if in.JournalInode != 0 {
+		row("Journal inode", in.JournalInode)
+	}
+	if in.Checksummed {
+		row("Checksum type", "crc32c")
+		row("Checksum", fmt.Sprintf("0x%08x", in.Checksum))
+		row("Checksum seed", fmt.Sprintf("0x%08x", in.ChecksumSeed))
+	}
+	return tw.Flush()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+func runFrag(e *env, args []string) error {
+	c := commands["frag"]
+	fl := newFlags(c, e)
+	verbose := fl.Bool("v", false, "list every extent")
+	force := fl.Bool("force", false, "read even if checksums do not match")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if fl.NArg() < 1 || fl.NArg() > 2 {
+		return usagef("want IMAGE and at most one PATH")
+	}
+	fsys, err := openImage(fl.Arg(0), *force)
+	if err != nil {
+		return err
+	}
+	defer fsys.Close()
+	name := "."
+	if fl.NArg() == 2 {
+		name = imagePath(fl.Arg(1))
+	}
+	var files, extents, multi int
+	one := func(p string) error {
+		ext, err := fsys.Extents(p)
+		if err != nil {
+			return err
+		}
+		files++
+		extents += len(ext)
+		if len(ext) > 1 {
+			multi++
+		}
+		fmt.Fprintf(e.stdout, "%s: %d extent%s found\n", displayPath(p), len(ext), plural(len(ext)))
+		if *verbose && len(ext) > 0 {
+			tw := tabwriter.NewWriter(e.stdout, 0, 0, 1, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, " ext:\tlogical:\tphysical:\tlength:\tflags:\t")
+			for i, x := range ext {
+				fl := ""
+				if x.Unwritten {
+					fl = "unwritten"
+				}
+				fmt.Fprintf(tw, "%d:\t%d..%d:\t%d..%d:\t%d:\t%s\t\n", i, x.Logical, x.Logical+x.Length-1, x.Physical, x.Physical+x.Length-1, x.Length, fl)
+			}
+			tw.Flush()
+		}
+		return nil
+	}
+	fi, err := fsys.Lstat(name)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return one(name)
+	}
+	err = fs.WalkDir(fsys, name, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() || d.IsDir() {
+			return one(p)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	pct := 0.0
+	if files > 0 {
+		pct = 100 * float64(multi) / float64(files)
+	}
+	fmt.Fprintf(e.stdout, "%d files, %d extents, %d non-contiguous (%.1f%%)\n", files, extents, multi, pct)
+	return nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

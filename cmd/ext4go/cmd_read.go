@@ -1,0 +1,337 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ext4go/ext4go"
+)
+
+func init() {
+	register(&command{name: "ls", usage: "[-l] [-R] [-a] IMAGE [PATH]", summary: "list a directory (or show a file) in the image", run: runLs})
+	register(&command{name: "cat", usage: "IMAGE PATH...", summary: "write files of the image to standard output", run: runCat})
+	register(&command{name: "stat", usage: "IMAGE PATH...", summary: "show the inode of a path (without following a final symlink)", run: runStat})
+}
+
+// openImage opens an image read-only with the options common to the read
+// commands.
+func openImage(image string, force bool) (*ext4go.FS, error) {
+	return ext4go.Open(image, &ext4go.Options{IgnoreChecksums: force})
+}
+
+// imagePath turns a user's path in the image ("/", "/a/b", "a/b/") into an
+// io/fs name.
+func imagePath(p string) string {
+	p = path.Clean("/" + p)
+	if p == "/" {
+		return "."
+	}
+	return p[1:]
+}
+
+func runLs(e *env, args []string) error {
+	c := commands["ls"]
+	fl := newFlags(c, e)
+	long := fl.Bool("l", false, "long listing: mode, links, owner, size, time")
+	recursive := fl.Bool("R", false, "list subdirectories recursively")
+	force := fl.Bool("force", false, "read even if checksums do not match")
+	fl.Bool("a", false, "accepted for compatibility; . and .. are never listed")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if fl.NArg() < 1 || fl.NArg() > 2 {
+		return usagef("want IMAGE and at most one PATH")
+	}
+	fsys, err := openImage(fl.Arg(0), *force)
+	if err != nil {
+		return err
+	}
+	defer fsys.Close()
+	name := "."
+	if fl.NArg() == 2 {
+		name = imagePath(fl.Arg(1))
+	}
+	fi, err := fsys.Lstat(name)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		printEntry(e.stdout, fsys, name, fi, *long)
+		return nil
+	}
+	var firstErr error
+	var list func(dir string, header bool)
+	list = func(dir string, header bool) {
+		ents, err := fsys.ReadDir(dir)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "ext4go ls: %v\n", err)
+			if firstErr == nil {
+				firstErr = err
+			}
+			return
+		}
+		if header {
+			fmt.Fprintf(e.stdout, "%s:\n", displayPath(dir))
+		}
+		var subdirs []string
+		for _, d := range ents {
+			p := path.Join(dir, d.Name())
+			if *long {
+				info, err := d.Info()
+				if err != nil {
+					fmt.Fprintf(e.stderr, "ext4go ls: %s: %v\n", p, err)
+					if firstErr == nil {
+						firstErr = err
+					}
+					continue
+				}
+				printEntry(e.stdout, fsys, p, info, true)
+			} else {
+				fmt.Fprintln(e.stdout, quoteName(d.Name()))
+			}
+			if d.IsDir() {
+				subdirs = append(subdirs, p)
+			}
+		}
+		if *recursive {
+			for _, s := range subdirs {
+				fmt.Fprintln(e.stdout)
+				list(s, true)
+			}
+		}
+	}
+	list(name, *recursive)
+	if firstErr != nil {
+		return errors.New("some entries could not be read")
+	}
+	return nil
+}
+
+func displayPath(name string) string {
+	if name == "." {
+		return "/"
+	}
+	return "/" + name
+}
+
+// quoteName makes names with control characters or invalid UTF-8 printable,
+// as ls -b does, so a listing is one line per entry.
+func quoteName(s string) string {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r == '\\' || r == 0xFFFD {
+			q := fmt.Sprintf("%q", s)
+			return q[1 : len(q)-1]
+		}
+	}
+	return s
+}
+
+func printEntry(w io.Writer, fsys *ext4go.FS, name string, fi fs.FileInfo, long bool) {
+	base := quoteName(path.Base(name))
+	if name == "." {
+		base = "."
+	}
+	if !long {
+		fmt.Fprintln(w, base)
+		return
+	}
+	st := fi.Sys().(*ext4go.Stat)
+	size := fmt.Sprint(st.Size)
+	if fi.Mode()&fs.ModeDevice != 0 {
+		size = fmt.Sprintf("%d, %d", st.Major(), st.Minor())
+	}
+	line := fmt.Sprintf("%s %3d %5d %5d %10s %s %s", modeString(st.Mode), st.Nlink, st.UID, st.GID, size,
+		st.Mtime.UTC().Format("2006-01-02 15:04"), base)
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if t, err := fsys.ReadLink(name); err == nil {
+			line += " -> " + quoteName(t)
+		}
+	}
+	fmt.Fprintln(w, line)
+}
+
+// modeString formats an i_mode like ls -l.
+func modeString(m uint16) string {
+	b := []byte("?rwxrwxrwx")
+	switch m & 0xF000 {
+	case 0x8000:
+		b[0] = '-'
+	case 0x4000:
+		b[0] = 'd'
+	case 0xA000:
+		b[0] = 'l'
+	case 0x2000:
+		b[0] = 'c'
+	case 0x6000:
+		b[0] = 'b'
+	case 0x1000:
+		b[0] = 'p'
+	case 0xC000:
+		b[0] = 's'
+	}
+	for i := 0; i < 9; i++ {
+		if m&(1<<(8-i)) == 0 {
+			b[i+1] = '-'
+		}
+	}
+	special := func(bit uint16, pos int, set, unsetExec byte) {
+		if m&bit != 0 {
+			if b[pos] == '-' {
+				b[pos] = unsetExec
+			} else {
+				b[pos] = set
+			}
+		}
+	}
+	special(0o4000, 3, 's', 'S')
+	special(0o2000, 6, 's', 'S')
+	special(0o1000, 9, 't', 'T')
+	return string(b)
+}
+
+func runCat(e *env, args []string) error {
+	c := commands["cat"]
+	fl := newFlags(c, e)
+	force := fl.Bool("force", false, "read even if checksums do not match")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if fl.NArg() < 2 {
+		return usagef("want IMAGE and at least one PATH")
+	}
+	fsys, err := openImage(fl.Arg(0), *force)
+	if err != nil {
+		return err
+	}
+	defer fsys.Close()
+	for _, p := range fl.Args()[1:] {
+		f, err := fsys.Open(imagePath(p))
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(e.stdout, f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func runStat(e *env, args []string) error {
+	c := commands["stat"]
+	fl := newFlags(c, e)
+	force := fl.Bool("force", false, "read even if checksums do not match")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if fl.NArg() < 2 {
+		return usagef("want IMAGE and at least one PATH")
+	}
+	fsys, err := openImage(fl.Arg(0), *force)
+	if err != nil {
+		return err
+	}
+	defer fsys.Close()
+	for i, p := range fl.Args()[1:] {
+		if i > 0 {
+			fmt.Fprintln(e.stdout)
+		}
+		name := imagePath(p)
+		fi, err := fsys.Lstat(name)
+		if err != nil {
+			return err
+		}
+		st := fi.Sys().(*ext4go.Stat)
+		w := e.stdout
+		fmt.Fprintf(w, "  File: %s", displayPath(name))
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if t, err := fsys.ReadLink(name); err == nil {
+				fmt.Fprintf(w, " -> %s", t)
+			}
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "  Type: %s\n", fileTypeName(fi.Mode()))
+		fmt.Fprintf(w, " Inode: %d  Links: %d  Generation: %d\n", st.Ino, st.Nlink, st.Generation)
+		fmt.Fprintf(w, "  Mode: (%04o/%s)  Uid: %d  Gid: %d\n", st.Mode&0o7777, modeString(st.Mode), st.UID, st.GID)
+		fmt.Fprintf(w, "  Size: %d  Blocks: %d (512-byte)\n", st.Size, st.Blocks)
+		if fi.Mode()&fs.ModeDevice != 0 {
+			fmt.Fprintf(w, "Device: %d,%d\n", st.Major(), st.Minor())
+		}
+		fmt.Fprintf(w, " Flags: %#x %s\n", st.Flags, strings.Join(ext4go.InodeFlagNames(st.Flags), ","))
+		if st.FileACL != 0 {
+			fmt.Fprintf(w, "   ACL: xattr block %d\n", st.FileACL)
+		}
+		if st.ProjectID != 0 {
+			fmt.Fprintf(w, "Project: %d\n", st.ProjectID)
+		}
+		for _, t := range []struct {
+			name string
+			t    time.Time
+		}{{"Access", st.Atime}, {"Modify", st.Mtime}, {"Change", st.Ctime}, {" Birth", st.Crtime}} {
+			if t.t.IsZero() {
+				fmt.Fprintf(w, "%s: -\n", t.name)
+				continue
+			}
+			fmt.Fprintf(w, "%s: %s\n", t.name, t.t.UTC().Format("2006-01-02 15:04:05.000000000 -0700"))
+		}
+		attrs, err := fsys.ListXattr(name)
+		if err != nil {
+			return err
+		}
+		sort.Strings(attrs)
+		for _, a := range attrs {
+			v, err := fsys.GetXattr(name, a)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, " Xattr: %s=%s\n", a, xattrValueString(v))
+		}
+	}
+	return nil
+}
+
+func fileTypeName(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "regular file"
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "block device"
+	case m&fs.ModeNamedPipe != 0:
+		return "fifo"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	}
+	return "unknown"
+}
+
+// xattrValueString shows printable values as quoted text and others as hex,
+// like getfattr.
+func xattrValueString(v []byte) string {
+	printable := true
+	for i, c := range v {
+		if (c < 0x20 || c > 0x7e) && !(c == 0 && i == len(v)-1) {
+			printable = false
+			break
+		}
+	}
+	if printable {
+		return fmt.Sprintf("%q", strings.TrimSuffix(string(v), "\x00"))
+	}
+	return fmt.Sprintf("0x%x", v)
+}
+
+var _ = os.Stdout

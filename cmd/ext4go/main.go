@@ -1,0 +1,103 @@
+// Command ext4go reads, changes and builds ext4 filesystem images.
+//
+// Each subcommand lives in its own file and registers itself in commands
+// from an init function, so subcommands can be added without touching this
+// file. Exit status: 0 on success, 1 on an error, 2 on a usage error.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// command is one subcommand of ext4go.
+type command struct {
+	name    string
+	usage   string // argument synopsis, e.g. "[-l] [-R] IMAGE [PATH]"
+	summary string // one line
+	run     func(env *env, args []string) error
+}
+
+// env is what a subcommand may use to talk to the outside world; tests
+// replace its streams.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+var commands = map[string]*command{}
+
+func register(c *command) {
+	if _, dup := commands[c.name]; dup {
+		panic("ext4go: command registered twice: " + c.name)
+	}
+	commands[c.name] = c
+}
+
+// usageError marks an error in the command line; it exits with status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// newFlags returns a flag set that reports errors instead of exiting.
+func newFlags(c *command, e *env) *flag.FlagSet {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "usage: ext4go %s %s\n", c.name, c.usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func main() {
+	os.Exit(run(&env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:]))
+}
+
+func run(e *env, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		printUsage(e.stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(e.stderr, "ext4go: unknown command %q (see 'ext4go help')\n", args[0])
+		return 2
+	}
+	err := c.run(e, args[1:])
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(e.stderr, "ext4go %s: %s\nusage: ext4go %s %s\n", c.name, ue.msg, c.name, c.usage)
+		return 2
+	default:
+		fmt.Fprintf(e.stderr, "ext4go %s: %v\n", c.name, err)
+		return 1
+	}
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: ext4go COMMAND [ARGS]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		c := commands[n]
+		fmt.Fprintf(w, "  %-10s %s\n             %s\n", n, c.usage, c.summary)
+	}
+}

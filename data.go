@@ -1,0 +1,239 @@
+package ext4go
+
+import (
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/ext4go/ext4go/internal/blockmap"
+	"github.com/ext4go/ext4go/internal/extent"
+	"github.com/ext4go/ext4go/internal/fserr"
+	"github.com/ext4go/ext4go/internal/inode"
+)
+
+// run is a stretch of a file's logical blocks mapped to consecutive
+// physical blocks, from an extent or from a block map.
+type run struct {
+	logical   uint64
+	physical  uint64
+	length    uint64
+	unwritten bool
+}
+
+// Extent is a run of a file's blocks stored contiguously, in blocks of
+// FS.BlockSize bytes, as filefrag reports it.
+type Extent struct {
+	Logical   uint64 // first block of the file
+	Physical  uint64 // first block on the device
+	Length    uint64 // blocks
+	Unwritten bool   // allocated but reads as zeros (fallocate)
+}
+
+// Range is a byte range of a file.
+type Range struct {
+	Off, Len int64
+}
+
+func (f *FS) blockReader(what string) func(uint64) ([]byte, error) {
+	return func(b uint64) ([]byte, error) { return f.readBlock(b, what) }
+}
+
+// hasInlineData reports whether n's data lives in the inode (inline_data).
+func (n *node) hasInlineData() bool { return n.in.HasFlag(inode.FlagInlineData) }
+
+// mapping returns n's block runs, reading its extent tree or block map on
+// first use.
+func (f *FS) mapping(n *node) ([]run, error) {
+	n.mapOnce.Do(func() { n.runs, n.mapErr = f.buildMapping(n) })
+	return n.runs, n.mapErr
+}
+
+func (f *FS) buildMapping(n *node) ([]run, error) {
+	in := n.in
+	if n.hasInlineData() || (n.isSymlink() && f.isFastSymlink(n)) {
+		return nil, nil
+	}
+	switch in.FileType() {
+	case inode.TypeRegular, inode.TypeDir, inode.TypeSymlink:
+	default:
+		return nil, nil // devices, fifos and sockets have no data
+	}
+	if in.HasFlag(inode.FlagEncrypt) {
+		return nil, &UnsupportedError{Feature: "encrypted files", Detail: fmt.Sprintf("inode %d", n.ino)}
+	}
+	var runs []run
+	if in.HasFlag(inode.FlagExtents) {
+		t := &extent.Tree{
+			Root: in.Block[:], Read: extent.BlockReader(f.blockReader("extent tree block")),
+			BlockSize: int(f.blockSize), FirstDataBlock: uint64(f.sb.FirstDataBlock),
+			BlocksCount: f.sb.BlocksCount(), Csum: f.csum && !f.opts.IgnoreChecksums,
+			Seed: inode.Seed(f.seed, n.ino, in.Generation), Ino: n.ino,
+		}
+		err := t.Walk(func(e extent.Extent) error {
+			runs = appendRun(runs, run{uint64(e.Logical), e.Start, uint64(e.Len), e.Unwritten})
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		m := &blockmap.Map{
+			Root: in.Block[:], Read: blockmap.BlockReader(f.blockReader("indirect block")),
+			BlockSize: int(f.blockSize), FirstDataBlock: uint64(f.sb.FirstDataBlock),
+			BlocksCount: f.sb.BlocksCount(), Ino: n.ino,
+		}
+		err := m.Walk(func(r blockmap.Run) error {
+			if r.Level == 0 {
+				runs = appendRun(runs, run{uint64(r.Logical), r.Physical, uint64(r.Len), false})
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	for i := 1; i < len(runs); i++ {
+		if runs[i].logical < runs[i-1].logical+runs[i-1].length {
+			return nil, &CorruptError{What: "block map", Block: -1, Ino: n.ino, Detail: fmt.Sprintf("logical block %d mapped twice", runs[i].logical)}
+		}
+	}
+	return runs, nil
+}
+
+// appendRun adds r, merging it into the previous run when both continue
+// each other logically and physically.
+func appendRun(runs []run, r run) []run {
+	if k := len(runs) - 1; k >= 0 {
+		p := &runs[k]
+		if p.unwritten == r.unwritten && p.logical+p.length == r.logical && p.physical+p.length == r.physical {
+			p.length += r.length
+			return runs
+		}
+	}
+	return append(runs, r)
+}
+
+// readAt reads file data: mapped blocks from the device, holes and
+// unwritten extents as zeros, inline data from the inode.
+func (f *FS) readAt(n *node, p []byte, off int64) (int, error) {
+	size := n.size()
+	if off >= size {
+		return 0, io.EOF
+	}
+	want := len(p)
+	if int64(want) > size-off {
+		p = p[:size-off]
+	}
+	if n.hasInlineData() {
+		data, err := f.inlineData(n)
+		if err != nil {
+			return 0, err
+		}
+		m := 0
+		if off < int64(len(data)) {
+			m = copy(p, data[off:])
+		}
+		clear(p[m:])
+	} else {
+		runs, err := f.mapping(n)
+		if err != nil {
+			return 0, err
+		}
+		if err := f.readRuns(n, runs, p, off); err != nil {
+			return 0, err
+		}
+	}
+	if len(p) < want {
+		return len(p), io.EOF
+	}
+	return len(p), nil
+}
+
+// readRuns fills p with the file bytes at off, one device read per run.
+func (f *FS) readRuns(n *node, runs []run, p []byte, off int64) error {
+	bs := f.blockSize
+	for len(p) > 0 {
+		lblk := uint64(off / bs)
+		inBlock := off % bs
+		i := sort.Search(len(runs), func(i int) bool { return runs[i].logical+runs[i].length > lblk })
+		if i == len(runs) || runs[i].logical > lblk {
+			// A hole up to the next run (or the end of p).
+			end := int64(len(p))
+			if i < len(runs) {
+				end = min(end, int64(runs[i].logical)*bs-off)
+			}
+			clear(p[:end])
+			p, off = p[end:], off+end
+			continue
+		}
+		r := runs[i]
+		avail := int64(r.logical+r.length-lblk)*bs - inBlock
+		chunk := min(int64(len(p)), avail)
+		if r.unwritten {
+			clear(p[:chunk])
+		} else {
+			pblk := r.physical + (lblk - r.logical)
+			if pblk+uint64((inBlock+chunk+bs-1)/bs) > f.sb.BlocksCount() {
+				return &CorruptError{What: "file data", Block: int64(pblk), Ino: n.ino, Detail: "mapped outside the filesystem"}
+			}
+			if err := f.readFull(p[:chunk], int64(pblk)*bs+inBlock, "file data"); err != nil {
+				return fserr.At(err, int64(pblk), n.ino)
+			}
+		}
+		p, off = p[chunk:], off+chunk
+	}
+	return nil
+}
+
+// Extents returns the extents of the named file (not following a final
+// symbolic link), merged where they continue each other as filefrag does.
+// Files with inline data or no data have none.
+func (f *FS) Extents(name string) ([]Extent, error) {
+	n, err := f.resolve("extents", name, false)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := f.mapping(n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Extent, len(runs))
+	for i, r := range runs {
+		out[i] = Extent{r.logical, r.physical, r.length, r.unwritten}
+	}
+	return out, nil
+}
+
+// DataRanges returns the byte ranges of the file that hold written data,
+// in order; everything else reads as zeros. Copying only these keeps holes.
+func (fl *File) DataRanges() ([]Range, error) {
+	n, f := fl.n, fl.fsys
+	size := n.size()
+	if n.hasInlineData() || (n.isSymlink() && f.isFastSymlink(n)) {
+		if size == 0 {
+			return nil, nil
+		}
+		return []Range{{0, size}}, nil
+	}
+	runs, err := f.mapping(n)
+	if err != nil {
+		return nil, err
+	}
+	var out []Range
+	for _, r := range runs {
+		if r.unwritten {
+			continue
+		}
+		start := int64(r.logical) * f.blockSize
+		end := min(start+int64(r.length)*f.blockSize, size)
+		if start >= end {
+			continue
+		}
+		if k := len(out) - 1; k >= 0 && out[k].Off+out[k].Len == start {
+			out[k].Len += end - start
+			continue
+		}
+		out = append(out, Range{start, end - start})
+	}
+	return out, nil
+}

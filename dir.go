@@ -1,0 +1,211 @@
+package ext4go
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+
+	"github.com/ext4go/ext4go/internal/dir"
+	"github.com/ext4go/ext4go/internal/inode"
+	"github.com/ext4go/ext4go/internal/super"
+)
+
+// maxSymlinkLen is the longest symlink target Linux stores (PATH_MAX - 1
+// plus room; ext4 allows up to a block).
+const maxSymlinkLen = 65536
+
+func (f *FS) dirFormat() dir.Format {
+	sb := f.sb
+	return dir.Format{
+		BlockSize:    int(f.blockSize),
+		FileType:     sb.HasIncompat(super.IncompatFiletype),
+		Csum:         f.csum && !f.opts.IgnoreChecksums,
+		LargeDir:     sb.HasIncompat(super.IncompatLargeDir),
+		HashSeed:     sb.HashSeed,
+		HashUnsigned: sb.Flags&super.FlagUnsignedHash != 0,
+		InodesCount:  sb.InodesCount,
+	}
+}
+
+// dirOf describes directory n for the dir package's walkers.
+func (f *FS) dirOf(n *node) (*dir.Dir, error) {
+	if n.in.HasFlag(inode.FlagEncrypt) {
+		return nil, &UnsupportedError{Feature: "encrypted directories", Detail: fmt.Sprintf("inode %d", n.ino)}
+	}
+	runs, err := f.mapping(n)
+	if err != nil {
+		return nil, err
+	}
+	nblocks := uint64(n.size()) / uint64(f.blockSize)
+	if uint64(n.size())%uint64(f.blockSize) != 0 {
+		return nil, &CorruptError{What: "directory", Block: -1, Ino: n.ino, Detail: fmt.Sprintf("size %d is not a multiple of the block size", n.size())}
+	}
+	if nblocks > 1<<32-1 {
+		return nil, &CorruptError{What: "directory", Block: -1, Ino: n.ino, Detail: "too large"}
+	}
+	read := func(lblk uint32) ([]byte, error) {
+		i := sort.Search(len(runs), func(i int) bool { return runs[i].logical+runs[i].length > uint64(lblk) })
+		if i == len(runs) || runs[i].logical > uint64(lblk) {
+			return nil, nil // a hole
+		}
+		r := runs[i]
+		if r.unwritten {
+			return nil, nil
+		}
+		return f.readBlock(r.physical+uint64(lblk)-r.logical, "directory block")
+	}
+	return &dir.Dir{
+		Format:   f.dirFormat(),
+		Read:     read,
+		NBlocks:  uint32(nblocks),
+		Indexed:  n.in.HasFlag(inode.FlagIndex) && f.sb.HasCompat(super.CompatDirIndex),
+		CsumSeed: inode.Seed(f.seed, n.ino, n.in.Generation),
+		Ino:      n.ino,
+	}, nil
+}
+
+// dirEntries returns the entries of directory n other than "." and "..".
+func (f *FS) dirEntries(n *node) ([]dir.Entry, error) {
+	if n.hasInlineData() {
+		in, err := f.inlineDir(n)
+		if err != nil {
+			return nil, err
+		}
+		return in.Entries(), nil
+	}
+	d, err := f.dirOf(n)
+	if err != nil {
+		return nil, err
+	}
+	var out []dir.Entry
+	err = d.Iterate(func(_ uint32, _ int, e dir.Entry) error {
+		if e.Inode == 0 || string(e.Name) == "." || string(e.Name) == ".." {
+			return nil
+		}
+		out = append(out, e)
+		return nil
+	})
+	return out, err
+}
+
+// readDir returns fs.DirEntry values for directory n.
+func (f *FS) readDir(n *node) ([]fs.DirEntry, error) {
+	ents, err := f.dirEntries(n)
+	if err != nil {
+		return nil, err
+	}
+	fileType := f.sb.HasIncompat(super.IncompatFiletype)
+	out := make([]fs.DirEntry, 0, len(ents))
+	for _, e := range ents {
+		de := &dirEntry{fsys: f, name: string(e.Name), ino: e.Inode}
+		if t, ok := direntType(e.FileType); fileType && ok {
+			de.typ = t
+		} else {
+			// No (or a bad) type in the entry: ask the inode.
+			c, err := f.inode(e.Inode)
+			if err != nil {
+				return nil, fmt.Errorf("%q: %w", e.Name, err)
+			}
+			de.typ = goMode(c.in.Mode).Type()
+		}
+		out = append(out, de)
+	}
+	return out, nil
+}
+
+// direntType maps a dirent file type (EXT4_FT_*) to fs.FileMode type bits.
+func direntType(ft uint8) (fs.FileMode, bool) {
+	switch ft {
+	case 1:
+		return 0, true
+	case 2:
+		return fs.ModeDir, true
+	case 3:
+		return fs.ModeDevice | fs.ModeCharDevice, true
+	case 4:
+		return fs.ModeDevice, true
+	case 5:
+		return fs.ModeNamedPipe, true
+	case 6:
+		return fs.ModeSocket, true
+	case 7:
+		return fs.ModeSymlink, true
+	}
+	return 0, false
+}
+
+func sortEntries(ents []fs.DirEntry) {
+	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+}
+
+// lookup finds name in directory n, through the htree index where there is
+// one (falling back to a linear scan if the index is bad, as the kernel
+// does).
+func (f *FS) lookup(n *node, name string) (uint32, error) {
+	var ino uint32
+	if n.hasInlineData() {
+		in, err := f.inlineDir(n)
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range in.Entries() {
+			if e.Inode != 0 && string(e.Name) == name {
+				ino = e.Inode
+				break
+			}
+		}
+		if ino == 0 {
+			return 0, fs.ErrNotExist
+		}
+	} else {
+		d, err := f.dirOf(n)
+		if err != nil {
+			return 0, err
+		}
+		res, err := d.Lookup([]byte(name))
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, fs.ErrNotExist
+		}
+		if err != nil {
+			return 0, err
+		}
+		ino = res.Inode
+	}
+	return ino, nil
+}
+
+// isFastSymlink reports whether symlink n keeps its target in i_block.
+func (f *FS) isFastSymlink(n *node) bool {
+	return n.in.IsFastSymlink(uint32(f.blockSize), f.sb.ClusterSize(), f.hugeFile, f.sb.HasIncompat(super.IncompatEAInode))
+}
+
+// readLink returns the target of symlink n.
+func (f *FS) readLink(n *node) (string, error) {
+	size := n.size()
+	if size > maxSymlinkLen || size > f.blockSize && !n.hasInlineData() {
+		return "", &CorruptError{What: "symlink", Block: -1, Ino: n.ino, Detail: fmt.Sprintf("target length %d", size)}
+	}
+	if n.in.HasFlag(inode.FlagEncrypt) {
+		return "", &UnsupportedError{Feature: "encrypted symlinks", Detail: fmt.Sprintf("inode %d", n.ino)}
+	}
+	var target []byte
+	if !n.hasInlineData() && f.isFastSymlink(n) {
+		if size > int64(len(n.in.Block)) {
+			return "", &CorruptError{What: "fast symlink", Block: -1, Ino: n.ino, Detail: fmt.Sprintf("target length %d does not fit i_block", size)}
+		}
+		target = n.in.Block[:size]
+	} else {
+		target = make([]byte, size)
+		m, err := f.readAt(n, target, 0)
+		if err != nil && m != len(target) {
+			return "", err
+		}
+	}
+	s := string(target)
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
+	}
+	return s, nil
+}

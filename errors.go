@@ -1,0 +1,16 @@
+package ext4go
+
+import "github.com/ext4go/ext4go/internal/fserr"
+
+// Error types and sentinels. A *ChecksumError also matches ErrCorrupt.
+type (
+	CorruptError     = fserr.CorruptError
+	ChecksumError    = fserr.ChecksumError
+	UnsupportedError = fserr.UnsupportedError
+)
+
+var (
+	ErrCorrupt     = fserr.ErrCorrupt
+	ErrChecksum    = fserr.ErrChecksum
+	ErrUnsupported = fserr.ErrUnsupported
+)

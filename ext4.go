@@ -1,0 +1,305 @@
+package ext4go
+
+import (
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/ext4go/ext4go/internal/dev"
+	"github.com/ext4go/ext4go/internal/fserr"
+	"github.com/ext4go/ext4go/internal/inode"
+	"github.com/ext4go/ext4go/internal/super"
+)
+
+// Options control how a filesystem is opened. The zero value (or nil) is
+// the safe default: verify every checksum, refuse a journal that needs
+// recovery.
+type Options struct {
+	// IgnoreChecksums reads structures whose checksum does not match
+	// instead of failing with a *ChecksumError.
+	IgnoreChecksums bool
+	// IgnoreJournal reads a filesystem whose journal holds committed
+	// changes not yet written back (needs_recovery) as it is on disk,
+	// which may be stale or inconsistent. Without it such a filesystem is
+	// refused until ext4go replays journals.
+	IgnoreJournal bool
+}
+
+// FS is an opened ext4 filesystem. All methods are safe for concurrent use.
+type FS struct {
+	dev  dev.Device
+	opts Options
+
+	// Immutable after open.
+	sb        *super.Superblock
+	groups    []*super.GroupDesc
+	blockSize int64
+	inodeSize int
+	seed      uint32 // metadata checksum seed
+	csum      bool   // metadata_csum
+	hugeFile  bool
+	is64      bool
+
+	cache inodeCache
+}
+
+// Open opens the ext4 filesystem in the image file or block device at path,
+// for reading.
+func Open(path string, opts *Options) (*FS, error) {
+	d, err := dev.Open(path, false)
+	if err != nil {
+		return nil, err
+	}
+	f, err := newFS(d, opts)
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// NewFS reads the ext4 filesystem held in the first size bytes of r.
+// Closing the FS does not close r.
+func NewFS(r io.ReaderAt, size int64, opts *Options) (*FS, error) {
+	return newFS(dev.ReaderAt{R: r, N: size}, opts)
+}
+
+func newFS(d dev.Device, opts *Options) (*FS, error) {
+	f := &FS{dev: d}
+	if opts != nil {
+		f.opts = *opts
+	}
+	buf := make([]byte, super.Size)
+	if err := f.readFull(buf, super.Offset, "superblock"); err != nil {
+		return nil, err
+	}
+	decode := super.Decode
+	if f.opts.IgnoreChecksums {
+		decode = super.DecodeNoVerify
+	}
+	sb, err := decode(buf)
+	if err != nil {
+		return nil, fserr.At(err, 0, 0)
+	}
+	f.sb = sb
+	if err := f.checkFeatures(); err != nil {
+		return nil, err
+	}
+	f.blockSize = int64(sb.BlockSize())
+	f.inodeSize = int(sb.InodeSize())
+	f.seed = sb.ChecksumSeed()
+	f.csum = sb.HasMetadataCsum()
+	f.hugeFile = sb.HasROCompat(super.ROCompatHugeFile)
+	f.is64 = sb.Is64Bit()
+	if end := int64(sb.BlocksCount()) * f.blockSize; end > d.Size() {
+		return nil, &CorruptError{What: "superblock", Block: 0,
+			Detail: fmt.Sprintf("filesystem of %d bytes does not fit the %d-byte device", end, d.Size())}
+	}
+	if err := f.loadGroups(); err != nil {
+		return nil, err
+	}
+	root, err := f.inode(rootIno)
+	if err != nil {
+		return nil, err
+	}
+	if !root.isDir() {
+		return nil, &CorruptError{What: "root inode", Block: -1, Ino: rootIno, Detail: "not a directory"}
+	}
+	return f, nil
+}
+
+// checkFeatures refuses what cannot be read correctly.
+func (f *FS) checkFeatures() error {
+	sb := f.sb
+	if u := sb.UnknownIncompat(); u != 0 {
+		return &UnsupportedError{Feature: fmt.Sprintf("incompat feature bits %#x", u), Detail: "unknown to ext4go"}
+	}
+	for _, x := range []struct {
+		bit  uint32
+		what string
+	}{
+		{super.IncompatCompression, "compression"},
+		{super.IncompatDirData, "dirdata"},
+	} {
+		if sb.HasIncompat(x.bit) {
+			return &UnsupportedError{Feature: "incompat feature " + x.what}
+		}
+	}
+	if sb.HasIncompat(super.IncompatJournalDev) {
+		return &UnsupportedError{Feature: "journal_dev", Detail: "this is an external journal device, not a filesystem"}
+	}
+	if sb.HasIncompat(super.IncompatRecover) && !f.opts.IgnoreJournal {
+		return &UnsupportedError{Feature: "journal replay",
+			Detail: "the journal holds changes not yet applied (needs_recovery); replay it with e2fsck or a kernel mount, or open with IgnoreJournal to read the stale on-disk state"}
+	}
+	return nil
+}
+
+// readFull reads len(p) bytes at off; a short device is a corruption of
+// what.
+func (f *FS) readFull(p []byte, off int64, what string) error {
+	n, err := f.dev.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		return &CorruptError{What: what, Block: off / max(f.blockSize, 1024), Detail: fmt.Sprintf("beyond the end of the device (%d bytes)", f.dev.Size())}
+	}
+	return fmt.Errorf("read %s at byte %d: %w", what, off, err)
+}
+
+// readBlock reads filesystem block blk, refusing blocks outside the
+// filesystem.
+func (f *FS) readBlock(blk uint64, what string) ([]byte, error) {
+	if blk >= f.sb.BlocksCount() || (blk == 0 && f.blockSize > 1024 && what != "boot block") {
+		return nil, &CorruptError{What: what, Block: int64(blk), Detail: fmt.Sprintf("block number outside the filesystem (%d blocks)", f.sb.BlocksCount())}
+	}
+	b := make([]byte, f.blockSize)
+	if err := f.readFull(b, int64(blk)*f.blockSize, what); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// loadGroups reads and checks every group descriptor (kernel:
+// ext4_check_descriptors).
+func (f *FS) loadGroups() error {
+	sb := f.sb
+	n := sb.GroupCount()
+	descSize := sb.DescSize()
+	f.groups = make([]*super.GroupDesc, n)
+	var blk uint64 = ^uint64(0)
+	var buf []byte
+	for g := uint32(0); g < n; g++ {
+		b, off := sb.GroupDescLocation(g)
+		if b != blk {
+			var err error
+			if buf, err = f.readBlock(b, "group descriptor block"); err != nil {
+				return err
+			}
+			blk = b
+		}
+		raw := buf[off : off+descSize]
+		var gd *super.GroupDesc
+		var err error
+		if f.opts.IgnoreChecksums {
+			gd, err = super.DecodeGroupDescNoVerify(sb, raw)
+		} else {
+			gd, err = super.DecodeGroupDesc(sb, raw, g)
+		}
+		if err == nil {
+			err = super.CheckGroupDesc(sb, gd, g)
+		}
+		if err != nil {
+			return fserr.At(err, int64(b), 0)
+		}
+		f.groups[g] = gd
+	}
+	return nil
+}
+
+// Close releases the filesystem. Files opened from it must not be used
+// afterwards.
+func (f *FS) Close() error {
+	return f.dev.Close()
+}
+
+// BlockSize returns the filesystem's block size in bytes.
+func (f *FS) BlockSize() int { return int(f.blockSize) }
+
+// node is an inode read from the inode table. Its fields are immutable;
+// the block map is built once, on first use.
+type node struct {
+	ino uint32
+	in  *inode.Inode
+
+	mapOnce sync.Once
+	runs    []run // the file's mapped blocks in logical order
+	mapErr  error
+}
+
+func (n *node) isDir() bool     { return n.in.IsDir() }
+func (n *node) isSymlink() bool { return n.in.IsSymlink() }
+func (n *node) isRegular() bool { return n.in.IsRegular() }
+func (n *node) size() int64 {
+	if n.in.Size > 1<<62 {
+		return 1 << 62
+	}
+	return int64(n.in.Size)
+}
+
+// inode returns inode ino, from the cache or the inode table.
+func (f *FS) inode(ino uint32) (*node, error) {
+	if n := f.cache.get(ino); n != nil {
+		return n, nil
+	}
+	n, err := f.readInode(ino)
+	if err != nil {
+		return nil, err
+	}
+	f.cache.put(n)
+	return n, nil
+}
+
+// readInode reads and checks inode ino (kernel: __ext4_iget).
+func (f *FS) readInode(ino uint32) (*node, error) {
+	group, index, ok := f.sb.GroupOfInode(ino)
+	if !ok {
+		return nil, &CorruptError{What: "inode number", Block: -1, Ino: ino, Detail: fmt.Sprintf("outside 1..%d", f.sb.InodesCount)}
+	}
+	gd := f.groups[group]
+	byteOff := uint64(index) * uint64(f.inodeSize)
+	blk := gd.InodeTable + byteOff/uint64(f.blockSize)
+	if blk >= f.sb.BlocksCount() {
+		return nil, &CorruptError{What: "inode table", Block: int64(blk), Ino: ino, Detail: "outside the filesystem"}
+	}
+	raw := make([]byte, f.inodeSize)
+	if err := f.readFull(raw, int64(blk)*f.blockSize+int64(byteOff%uint64(f.blockSize)), "inode table"); err != nil {
+		return nil, err
+	}
+	if f.csum && !f.opts.IgnoreChecksums {
+		if err := inode.Verify(f.seed, ino, raw); err != nil {
+			return nil, fserr.At(err, int64(blk), ino)
+		}
+	}
+	in, err := inode.Decode(raw, f.inodeSize)
+	if err != nil {
+		return nil, fserr.At(err, int64(blk), ino)
+	}
+	if in.LinksCount == 0 && in.Mode == 0 && ino >= f.sb.FirstInode() {
+		return nil, &CorruptError{What: "inode", Block: int64(blk), Ino: ino, Detail: "referenced but not in use"}
+	}
+	return &node{ino: ino, in: in}, nil
+}
+
+// stat builds the public view of n.
+func (n *node) stat(f *FS) *Stat {
+	in := n.in
+	st := &Stat{
+		Ino:        n.ino,
+		Mode:       in.Mode,
+		UID:        in.UID,
+		GID:        in.GID,
+		Size:       n.size(),
+		Nlink:      uint32(in.LinksCount),
+		Blocks:     int64(in.Sectors(uint32(f.blockSize), f.hugeFile)),
+		Atime:      in.Atime.Time(),
+		Mtime:      in.Mtime.Time(),
+		Ctime:      in.Ctime.Time(),
+		Dtime:      in.Dtime,
+		Flags:      in.Flags,
+		Generation: in.Generation,
+		FileACL:    in.ACLBlock(f.is64),
+		ProjectID:  in.Projid,
+		fsys:       f,
+		n:          n,
+	}
+	if in.Crtime != (inode.Timestamp{}) {
+		st.Crtime = in.Crtime.Time()
+	}
+	if in.IsDevice() {
+		maj, mnr := in.Device()
+		st.Rdev = uint64(mnr&0xff) | uint64(maj&0xfff)<<8 | uint64(mnr&^0xff)<<12 | uint64(maj&^0xfff)<<32
+	}
+	return st
+}

@@ -1,0 +1,212 @@
+package ext4go
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"path"
+	"sync"
+	"syscall"
+)
+
+// File is a file or directory opened from an *FS. ReadAt may be called
+// from many goroutines at once; Read, Seek and ReadDir share an offset and
+// are serialised by the File's lock.
+type File struct {
+	fsys *FS
+	n    *node
+	name string
+
+	mu      sync.Mutex // protects off, dir and closed
+	off     int64
+	dir     []fs.DirEntry // directory entries not yet returned; nil until first ReadDir
+	dirRead bool
+	closed  bool
+}
+
+var (
+	_ fs.ReadDirFile = (*File)(nil)
+	_ io.ReaderAt    = (*File)(nil)
+	_ io.Seeker      = (*File)(nil)
+)
+
+// Stat returns the file's FileInfo; its Sys is a *Stat.
+func (f *File) Stat() (fs.FileInfo, error) {
+	if err := f.checkOpen("stat"); err != nil {
+		return nil, err
+	}
+	return &fileInfo{name: path.Base(f.name), st: f.n.stat(f.fsys)}, nil
+}
+
+// Ino returns the file's inode number.
+func (f *File) Ino() uint32 { return f.n.ino }
+
+func (f *File) checkOpen(op string) error {
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if closed {
+		return &fs.PathError{Op: op, Path: f.name, Err: fs.ErrClosed}
+	}
+	return nil
+}
+
+// Read reads from the current offset.
+func (f *File) Read(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return 0, &fs.PathError{Op: "read", Path: f.name, Err: fs.ErrClosed}
+	}
+	if f.n.isDir() {
+		return 0, &fs.PathError{Op: "read", Path: f.name, Err: syscall.EISDIR}
+	}
+	n, err := f.fsys.readAt(f.n, p, f.off)
+	f.off += int64(n)
+	if err != nil && err != io.EOF {
+		err = &fs.PathError{Op: "read", Path: f.name, Err: err}
+	}
+	return n, err
+}
+
+// ReadAt reads len(p) bytes at off; holes and unwritten extents read as
+// zeros. It returns io.EOF when fewer bytes are left.
+func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	if err := f.checkOpen("read"); err != nil {
+		return 0, err
+	}
+	if f.n.isDir() {
+		return 0, &fs.PathError{Op: "read", Path: f.name, Err: syscall.EISDIR}
+	}
+	if off < 0 {
+		return 0, &fs.PathError{Op: "read", Path: f.name, Err: fs.ErrInvalid}
+	}
+	n, err := f.fsys.readAt(f.n, p, off)
+	if err != nil && err != io.EOF {
+		err = &fs.PathError{Op: "read", Path: f.name, Err: err}
+	}
+	return n, err
+}
+
+// Seek sets the offset for the next Read (io.SeekStart, SeekCurrent, SeekEnd).
+func (f *File) Seek(offset int64, whence int) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return 0, &fs.PathError{Op: "seek", Path: f.name, Err: fs.ErrClosed}
+	}
+	var base int64
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		base = f.off
+	case io.SeekEnd:
+		base = f.n.size()
+	case seekData, seekHole:
+		off, err := f.seekData(offset, whence == seekData)
+		if err != nil {
+			return 0, &fs.PathError{Op: "seek", Path: f.name, Err: err}
+		}
+		f.off = off
+		return off, nil
+	default:
+		return 0, &fs.PathError{Op: "seek", Path: f.name, Err: fs.ErrInvalid}
+	}
+	if base+offset < 0 {
+		return 0, &fs.PathError{Op: "seek", Path: f.name, Err: fs.ErrInvalid}
+	}
+	f.off = base + offset
+	if f.n.isDir() && f.off == 0 {
+		f.dir, f.dirRead = nil, false // rewinddir
+	}
+	return f.off, nil
+}
+
+// ReadDir reads the directory's entries in name order, as fs.ReadDirFile
+// describes: n > 0 returns at most n entries and io.EOF at the end; n <= 0
+// returns all that remain.
+func (f *File) ReadDir(count int) ([]fs.DirEntry, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, &fs.PathError{Op: "readdir", Path: f.name, Err: fs.ErrClosed}
+	}
+	if !f.n.isDir() {
+		return nil, &fs.PathError{Op: "readdir", Path: f.name, Err: syscall.ENOTDIR}
+	}
+	if !f.dirRead {
+		ents, err := f.fsys.readDir(f.n)
+		if err != nil {
+			return nil, &fs.PathError{Op: "readdir", Path: f.name, Err: err}
+		}
+		sortEntries(ents)
+		f.dir, f.dirRead = ents, true
+	}
+	if count <= 0 {
+		ents := f.dir
+		f.dir = nil
+		if ents == nil {
+			ents = []fs.DirEntry{}
+		}
+		return ents, nil
+	}
+	if len(f.dir) == 0 {
+		return nil, io.EOF
+	}
+	count = min(count, len(f.dir))
+	ents := f.dir[:count:count]
+	f.dir = f.dir[count:]
+	return ents, nil
+}
+
+// Close releases the file. Closing twice returns an error.
+func (f *File) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return &fs.PathError{Op: "close", Path: f.name, Err: fs.ErrClosed}
+	}
+	f.closed = true
+	return nil
+}
+
+var errIsDir = errors.New("is a directory")
+
+// Linux's lseek whence values for sparse files.
+const (
+	seekData = 3
+	seekHole = 4
+)
+
+// seekData finds the next data (or hole) offset at or after off, as
+// lseek(SEEK_DATA / SEEK_HOLE) does: ENXIO when off is at or past the end,
+// or (for data) no data follows. Unwritten extents count as holes.
+func (f *File) seekData(off int64, data bool) (int64, error) {
+	size := f.n.size()
+	if off < 0 {
+		return 0, fs.ErrInvalid
+	}
+	if off >= size {
+		return 0, syscall.ENXIO
+	}
+	ranges, err := f.DataRanges()
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range ranges {
+		if off >= r.Off+r.Len {
+			continue
+		}
+		if data {
+			return max(off, r.Off), nil
+		}
+		if off < r.Off {
+			return off, nil
+		}
+		off = r.Off + r.Len // inside data: the hole starts at its end
+	}
+	if data {
+		return 0, syscall.ENXIO
+	}
+	return min(off, size), nil
+}

@@ -1,0 +1,155 @@
+package testutil
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// hostFS is os.DirFS without the UTF-8 rule: fs.ValidPath rejects names
+// that are not valid UTF-8, but ext4 (and the "odd" preset) has them, and
+// the want side of a comparison must reach every file. Paths are still
+// slash-separated and unrooted, without "", "." or ".." elements or NUL.
+type hostFS string
+
+var (
+	_ fs.ReadDirFS  = hostFS("")
+	_ fs.ReadLinkFS = hostFS("")
+	_ fs.StatFS     = hostFS("")
+)
+
+func (h hostFS) join(op, name string) (string, error) {
+	if name == "." {
+		return string(h), nil
+	}
+	if strings.IndexByte(name, 0) >= 0 {
+		return "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	for _, e := range strings.Split(name, "/") {
+		if e == "" || e == "." || e == ".." {
+			return "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+		}
+	}
+	return string(h) + "/" + name, nil
+}
+
+func (h hostFS) Open(name string) (fs.File, error) {
+	p, err := h.join("open", name)
+	if err != nil {
+		return nil, err
+	}
+	return os.Open(p)
+}
+
+func (h hostFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	p, err := h.join("readdir", name)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadDir(p) // sorted by name
+}
+
+func (h hostFS) Stat(name string) (fs.FileInfo, error) {
+	p, err := h.join("stat", name)
+	if err != nil {
+		return nil, err
+	}
+	return os.Stat(p)
+}
+
+func (h hostFS) Lstat(name string) (fs.FileInfo, error) {
+	p, err := h.join("lstat", name)
+	if err != nil {
+		return nil, err
+	}
+	return os.Lstat(p)
+}
+
+func (h hostFS) ReadLink(name string) (string, error) {
+	p, err := h.join("readlink", name)
+	if err != nil {
+		return "", err
+	}
+	return os.Readlink(p)
+}
+
+// HostMeta returns the metadata of the host file at path (not following a
+// final symlink): what the kernel reports through lstat and llistxattr.
+func HostMeta(path string) (Meta, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return Meta{}, err
+	}
+	m, ok := statMeta(fi)
+	if !ok {
+		return Meta{}, errors.New("testutil: no syscall.Stat_t for " + path)
+	}
+	m.Xattrs, err = hostXattrs(path)
+	return m, err
+}
+
+// statMeta takes everything but xattrs from a host FileInfo.
+func statMeta(fi fs.FileInfo) (Meta, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return Meta{}, false
+	}
+	return Meta{
+		Ino:   st.Ino,
+		Nlink: uint64(st.Nlink),
+		Uid:   st.Uid,
+		Gid:   st.Gid,
+		Major: unix.Major(st.Rdev),
+		Minor: unix.Minor(st.Rdev),
+		Mtime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec),
+		Atime: time.Unix(st.Atim.Sec, st.Atim.Nsec),
+	}, true
+}
+
+// hostXattrs lists and reads all xattrs of path (not following symlinks).
+// The result is non-nil even when there are none.
+func hostXattrs(path string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	var names []byte
+	for size := 256; ; size *= 4 {
+		buf := make([]byte, size)
+		n, err := unix.Llistxattr(path, buf)
+		if errors.Is(err, unix.ERANGE) && size < 1<<20 {
+			continue
+		}
+		if errors.Is(err, unix.ENOTSUP) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "llistxattr", Path: path, Err: err}
+		}
+		names = buf[:n]
+		break
+	}
+	for _, name := range strings.Split(string(names), "\x00") {
+		if name == "" {
+			continue
+		}
+		for size := 256; ; size *= 4 {
+			buf := make([]byte, size)
+			n, err := unix.Lgetxattr(path, name, buf)
+			if errors.Is(err, unix.ERANGE) && size < 1<<20 {
+				continue
+			}
+			if errors.Is(err, unix.ENODATA) { // removed meanwhile
+				break
+			}
+			if err != nil {
+				return nil, &fs.PathError{Op: "lgetxattr " + name, Path: path, Err: err}
+			}
+			out[name] = buf[:n]
+			break
+		}
+	}
+	return out, nil
+}

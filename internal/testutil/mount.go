@@ -1,0 +1,269 @@
+package testutil
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// mountMarker names every mount point Mount creates, followed by the pid of
+// the test process, so that mounts left by a killed test binary can be told
+// apart from live ones (sweepStale).
+const mountMarker = "ext4go-mnt-"
+
+var canMount struct {
+	once   sync.Once
+	ok     bool
+	reason string
+}
+
+// CanMount reports whether this process can loop-mount ext4 images, probing
+// once per process: root, /dev/loop-control, the losetup/mount/umount/mke2fs
+// tools, and a real read-only mount of a tiny ext4 image. reason says what is
+// missing when ok is false.
+func CanMount() (ok bool, reason string) {
+	canMount.once.Do(func() {
+		canMount.ok, canMount.reason = probeMount()
+	})
+	return canMount.ok, canMount.reason
+}
+
+// RequireMount skips the test, with the reason, unless CanMount.
+func RequireMount(t testing.TB) {
+	t.Helper()
+	if ok, reason := CanMount(); !ok {
+		t.Skipf("testutil: loop mounts unavailable: %s", reason)
+	}
+}
+
+func probeMount() (bool, string) {
+	if os.Geteuid() != 0 {
+		return false, "not root"
+	}
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		return false, "no /dev/loop-control: " + err.Error()
+	}
+	for _, tool := range []string{"losetup", "mount", "umount", "mke2fs"} {
+		if findTool(tool) == "" {
+			return false, tool + " is not installed"
+		}
+	}
+	sweepStale()
+	dir, err := os.MkdirTemp("", "ext4go-probe-")
+	if err != nil {
+		return false, err.Error()
+	}
+	defer os.RemoveAll(dir)
+	img := filepath.Join(dir, "probe.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		return false, err.Error()
+	}
+	if err := os.Truncate(img, 4<<20); err != nil {
+		return false, err.Error()
+	}
+	if r := run(findTool("mke2fs"), "-F", "-q", "-t", "ext4", img); r.exit != 0 {
+		return false, r.describe("mke2fs", nil)
+	}
+	mp := filepath.Join(dir, fmt.Sprintf("%s%d", mountMarker, os.Getpid()))
+	if err := os.Mkdir(mp, 0o755); err != nil {
+		return false, err.Error()
+	}
+	m, err := attachAndMount(img, mp, true, nil)
+	if err != nil {
+		return false, "test mount failed: " + err.Error()
+	}
+	if err := m.release(); err != nil {
+		return false, "test unmount failed: " + err.Error()
+	}
+	return true, ""
+}
+
+// mounted is one live loop mount.
+type mounted struct {
+	dev, mp string
+}
+
+// attachAndMount attaches image to a free loop device and mounts it on mp.
+// On failure nothing stays attached.
+func attachAndMount(image, mp string, readOnly bool, opts []string) (*mounted, error) {
+	largs := []string{"--find", "--show"}
+	if readOnly {
+		largs = append(largs, "--read-only")
+	}
+	r := run(findTool("losetup"), append(largs, image)...)
+	if r.exit != 0 {
+		return nil, errors.New(r.describe("losetup", largs))
+	}
+	dev := strings.TrimSpace(r.stdout)
+	if !strings.HasPrefix(dev, "/dev/loop") {
+		return nil, fmt.Errorf("losetup printed %q", r.stdout)
+	}
+	m := &mounted{dev: dev}
+	o := append([]string(nil), opts...)
+	if readOnly {
+		o = append([]string{"ro"}, o...)
+	}
+	margs := []string{"-t", "ext4"}
+	if len(o) > 0 {
+		margs = append(margs, "-o", strings.Join(o, ","))
+	}
+	margs = append(margs, dev, mp)
+	if r := run(findTool("mount"), margs...); r.exit != 0 {
+		derr := detach(dev)
+		return nil, errors.Join(errors.New(r.describe("mount", margs)), derr)
+	}
+	m.mp = mp
+	return m, nil
+}
+
+// release unmounts (retrying while busy, then lazily) and detaches the loop
+// device. It is safe to call with the mount already gone.
+func (m *mounted) release() error {
+	var errs []error
+	if m.mp != "" {
+		var r runResult
+		umounted := false
+		for i := 0; i < 5; i++ {
+			if r = run(findTool("umount"), m.mp); r.exit == 0 {
+				umounted = true
+				break
+			}
+			time.Sleep(time.Duration(i+1) * 50 * time.Millisecond)
+		}
+		if !umounted {
+			// Lazy unmount always takes the mount out of the namespace;
+			// the device is then freed when its last user goes, and
+			// losetup -d below turns into auto-clear.
+			if r2 := run(findTool("umount"), "-l", m.mp); r2.exit != 0 {
+				errs = append(errs, errors.New(r2.describe("umount -l", []string{m.mp})))
+			} else {
+				errs = append(errs, fmt.Errorf("umount %s needed -l: %s", m.mp, r.stderr))
+			}
+		}
+		m.mp = ""
+	}
+	if m.dev != "" {
+		if err := detach(m.dev); err != nil {
+			errs = append(errs, err)
+		}
+		m.dev = ""
+	}
+	return errors.Join(errs...)
+}
+
+// detach runs losetup -d, retrying briefly: udev may still hold the device
+// right after an unmount.
+func detach(dev string) error {
+	var r runResult
+	for i := 0; i < 5; i++ {
+		if r = run(findTool("losetup"), "-d", dev); r.exit == 0 {
+			return nil
+		}
+		time.Sleep(time.Duration(i+1) * 50 * time.Millisecond)
+	}
+	return errors.New(r.describe("losetup", []string{"-d", dev}))
+}
+
+// Mount loop-mounts image (as ext4) on a fresh directory under t.TempDir()
+// and returns that directory. opts are extra mount options ("noload",
+// "norecovery", ...); readOnly attaches the loop device read-only and mounts
+// with "ro", so not even journal replay can write to the image. It skips
+// the test unless CanMount, and fails it if the mount fails. A t.Cleanup
+// unmounts and detaches the device however the test ends.
+func Mount(t testing.TB, image string, readOnly bool, opts ...string) (mountpoint string) {
+	t.Helper()
+	RequireMount(t)
+	// t.TempDir first: cleanups run last-in first-out, so the unmount
+	// registered below runs before the directory is removed.
+	mp := filepath.Join(t.TempDir(), fmt.Sprintf("%s%d", mountMarker, os.Getpid()))
+	if err := os.Mkdir(mp, 0o755); err != nil {
+		t.Fatalf("testutil: %v", err)
+	}
+	m, err := attachAndMount(image, mp, readOnly, opts)
+	if err != nil {
+		t.Fatalf("testutil: mount %s: %v", image, err)
+	}
+	t.Cleanup(func() {
+		if err := m.release(); err != nil {
+			t.Errorf("testutil: releasing mount of %s: %v", image, err)
+		}
+	})
+	return mp
+}
+
+// sweepStale unmounts and detaches mounts that Mount made in a test process
+// that no longer exists (killed by a timeout, say: then no cleanup ran). It
+// touches only mount points carrying mountMarker plus a dead pid, so
+// concurrently running test binaries are left alone.
+func sweepStale() {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	type stale struct{ src, mp string }
+	var found []stale
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// Fields: id parent maj:min root mountpoint opts ... - fstype source superopts
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 10 {
+			continue
+		}
+		mp := unescapeMountinfo(fields[4])
+		base := filepath.Base(mp)
+		if !strings.HasPrefix(base, mountMarker) {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimPrefix(base, mountMarker))
+		if err != nil || pid <= 0 || processAlive(pid) {
+			continue
+		}
+		src := ""
+		for i, fld := range fields {
+			if fld == "-" && i+2 < len(fields) {
+				src = fields[i+2]
+			}
+		}
+		found = append(found, stale{src, mp})
+	}
+	f.Close()
+	for _, s := range found {
+		run(findTool("umount"), "-l", s.mp)
+		if strings.HasPrefix(s.src, "/dev/loop") {
+			run(findTool("losetup"), "-d", s.src)
+		}
+	}
+}
+
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for space, ...) of a
+// /proc/self/mountinfo path.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The project's test command (README: "Run the tests"). It installs what the
+# tests need when it is missing, then runs vet, the formatting check and the
+# whole test suite with the race detector. Long fuzzing and soak runs are
+# opt-in (see README); a short fuzz smoke run is part of the suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v mke2fs >/dev/null 2>&1 || need+=(e2fsprogs)
+command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
+command -v losetup >/dev/null 2>&1 || need+=(mount)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing: ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "missing tools (${need[*]}): tests that need them will skip" >&2
+  fi
+fi
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change: $unformatted" >&2
+  exit 1
+fi
+go vet ./...
+go test -race -timeout 40m "$@" ./...
