@@ -1,0 +1,449 @@
+package dir
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/ext4go/ext4go/internal/fserr"
+)
+
+// BlockReader returns logical block lblk of a directory, f.BlockSize bytes.
+// A hole returns (nil, nil). Dir reads each block through it once per use and
+// does not keep or modify the slice.
+type BlockReader func(lblk uint32) ([]byte, error)
+
+// Dir is one directory as the walkers see it: its blocks, how many there are
+// and how to verify them. It is a plain value; the walkers keep no state in
+// it.
+type Dir struct {
+	Format
+	Read     BlockReader
+	NBlocks  uint32 // i_size / block size: blocks at or past it are never read
+	Indexed  bool   // inode flag EXT4_INDEX_FL: block 0 is an htree root
+	CsumSeed uint32 // the directory inode's checksum seed (with Format.Csum)
+	Ino      uint32 // the directory's inode number, for error reports only
+}
+
+// Result locates a found entry.
+type Result struct {
+	Entry
+	Block  uint32 // logical block holding the dirent
+	Offset int    // byte offset of the dirent in that block
+}
+
+// errBadIndex marks htree structure errors after which the kernel falls
+// back to a linear search (ERR_BAD_DX_DIR).
+type errBadIndex struct{ err error }
+
+func (e *errBadIndex) Error() string { return e.err.Error() }
+func (e *errBadIndex) Unwrap() error { return e.err }
+
+// block reads logical block lblk, refusing blocks past the directory end
+// and, if mustExist, holes (kernel: __ext4_read_dirblock).
+func (d *Dir) block(lblk uint32, what string, mustExist bool) ([]byte, error) {
+	if lblk >= d.NBlocks {
+		return nil, &fserr.CorruptError{What: what, Block: int64(lblk), Ino: d.Ino,
+			Detail: fmt.Sprintf("block %d is past the directory's %d blocks", lblk, d.NBlocks)}
+	}
+	b, err := d.Read(lblk)
+	if err != nil {
+		return nil, err
+	}
+	if b == nil {
+		if mustExist {
+			return nil, &fserr.CorruptError{What: what, Block: int64(lblk), Ino: d.Ino, Detail: "directory hole"}
+		}
+		return nil, nil
+	}
+	if len(b) != d.BlockSize {
+		return nil, fmt.Errorf("dir: block reader returned %d bytes for block %d, want %d", len(b), lblk, d.BlockSize)
+	}
+	return b, nil
+}
+
+// leaf reads, verifies and parses a leaf block.
+func (d *Dir) leaf(lblk uint32, mustExist bool) (*Block, error) {
+	b, err := d.block(lblk, "directory block", mustExist)
+	if b == nil || err != nil {
+		return nil, err
+	}
+	return d.parseLeaf(lblk, b)
+}
+
+// parseLeaf verifies and parses leaf block lblk read as b.
+func (d *Dir) parseLeaf(lblk uint32, b []byte) (*Block, error) {
+	if err := VerifyLeafChecksum(b, d.Format, d.CsumSeed); err != nil {
+		return nil, fserr.At(err, int64(lblk), d.Ino)
+	}
+	blk, err := ParseBlock(b, d.Format)
+	if err != nil {
+		return nil, fserr.At(err, int64(lblk), d.Ino)
+	}
+	return blk, nil
+}
+
+// root reads, verifies and parses the htree root.
+func (d *Dir) root() (*DxRoot, error) {
+	b, err := d.block(0, "htree root", true)
+	if err != nil {
+		return nil, err
+	}
+	if err := VerifyDxChecksum(b, d.Format, d.CsumSeed); err != nil {
+		return nil, fserr.At(err, 0, d.Ino)
+	}
+	r, err := ParseDxRoot(b, d.Format)
+	if err != nil {
+		var ce *fserr.CorruptError
+		if errors.As(err, &ce) {
+			return nil, &errBadIndex{fserr.At(err, 0, d.Ino)}
+		}
+		return nil, err
+	}
+	return r, nil
+}
+
+// node reads, verifies and parses an interior htree block.
+func (d *Dir) node(lblk uint32) (*DxNode, error) {
+	b, err := d.block(lblk, "htree node", true)
+	if err != nil {
+		return nil, err
+	}
+	if err := VerifyDxChecksum(b, d.Format, d.CsumSeed); err != nil {
+		return nil, fserr.At(err, int64(lblk), d.Ino)
+	}
+	n, err := ParseDxNode(b, d.Format)
+	if err != nil {
+		return nil, &errBadIndex{fserr.At(err, int64(lblk), d.Ino)}
+	}
+	return n, nil
+}
+
+// frame is one level of an htree path: the entries of a root or node and
+// the one followed.
+type frame struct {
+	block   uint32
+	entries []DxEntry
+	at      int
+}
+
+// probe walks from the root to the leaf whose range holds hash (kernel:
+// dx_probe) and returns the path, root first.
+func (d *Dir) probe(r *DxRoot, hash uint32) ([]frame, error) {
+	frames := make([]frame, 0, int(r.IndirectLevels)+1)
+	entries, blk := r.Entries, uint32(0)
+	for level := 0; ; level++ {
+		at := searchDx(entries, hash)
+		frames = append(frames, frame{block: blk, entries: entries, at: at})
+		next := entries[at].Block
+		for _, fr := range frames {
+			if fr.block == next {
+				return nil, &errBadIndex{&fserr.CorruptError{What: "htree node", Block: int64(blk), Ino: d.Ino,
+					Detail: fmt.Sprintf("tree cycle: block %d points back to block %d", blk, next)}}
+			}
+		}
+		if level == int(r.IndirectLevels) {
+			return frames, nil
+		}
+		n, err := d.node(next)
+		if err != nil {
+			return nil, err
+		}
+		entries, blk = n.Entries, next
+	}
+}
+
+// searchDx returns the index of the last entry whose hash is ≤ hash; entry 0
+// covers everything below entry 1.
+func searchDx(es []DxEntry, hash uint32) int {
+	lo, hi := 1, len(es)-1
+	for lo <= hi {
+		m := lo + (hi-lo)/2
+		if es[m].Hash > hash {
+			hi = m - 1
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo - 1
+}
+
+// nextLeaf advances the path to the next leaf if its first hash continues
+// hash (collision bit set, same hash), re-reading interior blocks below the
+// level that moved (kernel: ext4_htree_next_block). It returns false at the
+// end of the index or when the next leaf starts a different hash.
+func (d *Dir) nextLeaf(frames []frame, hash uint32) (bool, error) {
+	i := len(frames) - 1
+	for {
+		frames[i].at++
+		if frames[i].at < len(frames[i].entries) {
+			break
+		}
+		if i == 0 {
+			return false, nil
+		}
+		i--
+	}
+	if frames[i].entries[frames[i].at].Hash&^1 != hash {
+		return false, nil
+	}
+	for ; i < len(frames)-1; i++ {
+		blk := frames[i].entries[frames[i].at].Block
+		n, err := d.node(blk)
+		if err != nil {
+			return false, err
+		}
+		frames[i+1] = frame{block: blk, entries: n.Entries}
+	}
+	return true, nil
+}
+
+// searchLeaf finds a used entry called name in a parsed leaf.
+func searchLeaf(blk *Block, name []byte) (Slot, bool) {
+	for _, s := range blk.Slots {
+		if s.Inode != 0 && bytes.Equal(s.Name, name) {
+			return s, true
+		}
+	}
+	return Slot{}, false
+}
+
+func notFound(name []byte) error {
+	return fmt.Errorf("dir: %q: %w", name, fs.ErrNotExist)
+}
+
+// DxLookup finds name through the htree index (kernel: ext4_dx_find_entry):
+// hash the name, walk to its leaf, and search following leaves while they
+// continue the same hash. A missing name gives an error matching
+// fs.ErrNotExist.
+func (d *Dir) DxLookup(name []byte) (Result, error) {
+	r, err := d.root()
+	if err != nil {
+		return Result{}, err
+	}
+	hash, _, err := Hash(name, EffectiveVersion(r.HashVersion, d.HashUnsigned), d.HashSeed)
+	if err != nil {
+		return Result{}, err
+	}
+	frames, err := d.probe(r, hash)
+	if err != nil {
+		return Result{}, err
+	}
+	for visited := uint32(0); ; visited++ {
+		if visited >= d.NBlocks {
+			return Result{}, &errBadIndex{&fserr.CorruptError{What: "htree", Block: -1, Ino: d.Ino,
+				Detail: "more leaves for one hash than the directory has blocks"}}
+		}
+		last := frames[len(frames)-1]
+		lblk := last.entries[last.at].Block
+		blk, err := d.leaf(lblk, true)
+		if err != nil {
+			return Result{}, err
+		}
+		if s, ok := searchLeaf(blk, name); ok {
+			return Result{Entry: s.Entry, Block: lblk, Offset: s.Off}, nil
+		}
+		more, err := d.nextLeaf(frames, hash)
+		if err != nil {
+			return Result{}, err
+		}
+		if !more {
+			return Result{}, notFound(name)
+		}
+	}
+}
+
+// LinearLookup finds name by reading every block in turn (kernel: the
+// non-htree path of __ext4_find_entry). Holes are skipped; in an indexed
+// directory the root and interior blocks are read as the dirents they
+// pretend to be.
+func (d *Dir) LinearLookup(name []byte) (Result, error) {
+	var res Result
+	found := false
+	err := d.Iterate(func(lblk uint32, off int, e Entry) error {
+		if bytes.Equal(e.Name, name) {
+			res, found = Result{Entry: e, Block: lblk, Offset: off}, true
+			return fs.SkipAll
+		}
+		return nil
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	if !found {
+		return Result{}, notFound(name)
+	}
+	return res, nil
+}
+
+// Lookup finds name like the kernel's __ext4_find_entry: "." and ".." come
+// from block 0; an indexed directory is searched through its htree, falling
+// back to a linear search when the index itself is corrupt; other
+// directories are searched linearly. A missing name gives an error matching
+// fs.ErrNotExist.
+func (d *Dir) Lookup(name []byte) (Result, error) {
+	if len(name) == 0 || len(name) > MaxNameLen {
+		return Result{}, notFound(name)
+	}
+	if string(name) == "." || string(name) == ".." {
+		return d.lookupDots(name)
+	}
+	if d.Indexed {
+		res, err := d.DxLookup(name)
+		var bad *errBadIndex
+		if !errors.As(err, &bad) {
+			return res, err
+		}
+	}
+	return d.LinearLookup(name)
+}
+
+// lookupDots finds "." or ".." in block 0.
+func (d *Dir) lookupDots(name []byte) (Result, error) {
+	var res Result
+	found := false
+	err := d.iterateBlock(0, func(lblk uint32, off int, e Entry) error {
+		if bytes.Equal(e.Name, name) {
+			res, found = Result{Entry: e, Block: lblk, Offset: off}, true
+			return fs.SkipAll
+		}
+		return nil
+	})
+	if err != nil && err != fs.SkipAll {
+		return Result{}, err
+	}
+	if !found {
+		return Result{}, notFound(name)
+	}
+	return res, nil
+}
+
+// Iterate calls fn for every used entry, "." and ".." included, in block
+// order (the order of a linear readdir), with the logical block and offset of
+// its dirent. Holes are skipped. In an indexed directory block 0 yields "."
+// and ".." (the root's fake dirents) and interior index blocks yield nothing. If fn
+// returns fs.SkipAll, Iterate stops and returns nil; any other error stops it
+// and is returned.
+func (d *Dir) Iterate(fn func(lblk uint32, off int, e Entry) error) error {
+	for lblk := uint32(0); lblk < d.NBlocks; lblk++ {
+		if err := d.iterateBlock(lblk, fn); err != nil {
+			if err == fs.SkipAll {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *Dir) iterateBlock(lblk uint32, fn func(lblk uint32, off int, e Entry) error) error {
+	b, err := d.block(lblk, "directory block", false)
+	if b == nil || err != nil {
+		return err
+	}
+	var slots []Slot
+	if d.Indexed && (lblk == 0 || IsDxNode(b, d.Format)) {
+		// Like the kernel's linear search (is_dx_internal_node), index
+		// blocks are read as the dirents they pretend to be, unverified:
+		// "." and ".." in the root, one unused dirent in a node. This is
+		// what lets Lookup fall back to a linear search past a bad index.
+		slots, err = ParseRegion(b, d.Format)
+	} else {
+		var blk *Block
+		blk, err = d.parseLeaf(lblk, b)
+		if blk != nil {
+			slots = blk.Slots
+		}
+	}
+	if err != nil {
+		return fserr.At(err, int64(lblk), d.Ino)
+	}
+	for _, s := range slots {
+		if s.Inode == 0 {
+			continue
+		}
+		if err := fn(lblk, s.Off, s.Entry); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LeafRange is one leaf of an htree in hash order, with the hash range the
+// index assigns to it.
+type LeafRange struct {
+	Block uint32 // logical block of the leaf
+	Lo    uint32 // the index entry's hash (0 for the first leaf); low bit set: continues the previous leaf's last hash
+	Hi    uint64 // the next leaf's Lo, or 1<<32 after the last leaf
+}
+
+// Holds reports whether a name hashing to h (low bit clear) may live in the
+// leaf: Lo&^1 ≤ h, and h < Hi, or h == Hi&^1 when the next leaf continues
+// that hash.
+func (l LeafRange) Holds(h uint32) bool {
+	if h < l.Lo&^1 {
+		return false
+	}
+	if l.Hi > 0xFFFFFFFF || uint64(h) < l.Hi {
+		return true
+	}
+	return l.Hi&1 == 1 && uint64(h) == l.Hi&^1
+}
+
+// DxLeaves walks the whole htree and returns its leaves in hash order (the
+// order of an htree readdir). Interior blocks are verified; leaves are not
+// read. The walk refuses blocks referenced twice and leaves that are index
+// blocks.
+func (d *Dir) DxLeaves() (*DxRoot, []LeafRange, error) {
+	r, err := d.root()
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []LeafRange
+	seen := map[uint32]bool{0: true}
+	var walk func(es []DxEntry, level int, lo uint32) error
+	walk = func(es []DxEntry, level int, lo uint32) error {
+		for i, e := range es {
+			h := e.Hash
+			if i == 0 {
+				h = lo
+			}
+			if level == int(r.IndirectLevels) {
+				out = append(out, LeafRange{Block: e.Block, Lo: h})
+				continue
+			}
+			if seen[e.Block] {
+				return &errBadIndex{&fserr.CorruptError{What: "htree node", Block: int64(e.Block), Ino: d.Ino, Detail: "referenced twice"}}
+			}
+			seen[e.Block] = true
+			n, err := d.node(e.Block)
+			if err != nil {
+				return err
+			}
+			if err := walk(n.Entries, level+1, h); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(r.Entries, 0, 0); err != nil {
+		return nil, nil, err
+	}
+	leaves := make(map[uint32]bool, len(out))
+	for _, l := range out {
+		if seen[l.Block] || leaves[l.Block] {
+			return nil, nil, &errBadIndex{&fserr.CorruptError{What: "htree", Block: int64(l.Block), Ino: d.Ino,
+				Detail: "leaf block referenced twice or also an index block"}}
+		}
+		leaves[l.Block] = true
+	}
+	for i := range out {
+		if i+1 < len(out) {
+			out[i].Hi = uint64(out[i+1].Lo)
+		} else {
+			out[i].Hi = 1 << 32
+		}
+	}
+	return r, out, nil
+}

@@ -1,0 +1,311 @@
+package extent
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/ext4go/ext4go/internal/fserr"
+)
+
+// BlockReader returns the contents of one filesystem block (at least
+// BlockSize bytes). The returned slice is only read, and not kept after the
+// call that asked for it returns.
+type BlockReader func(pblk uint64) ([]byte, error)
+
+// Tree is the extent tree of one inode, read on demand through Read.
+type Tree struct {
+	Root      []byte      // the inode's i_block; the first RootSize bytes are used
+	Read      BlockReader // needed only when the tree has depth > 0
+	BlockSize int         // filesystem block size, 1024..65536
+
+	// Physical blocks named by the tree must lie after FirstDataBlock
+	// (s_first_data_block) and, when BlocksCount is not 0, before
+	// BlocksCount (kernel: ext4_inode_block_valid, without the system zone
+	// check that needs the group layout).
+	FirstDataBlock uint64
+	BlocksCount    uint64
+
+	Csum bool   // verify the tails of block nodes (metadata_csum)
+	Seed uint32 // the inode's checksum seed, inode.Seed(fsSeed, ino, generation)
+	Ino  uint32 // inode number, for error reports
+}
+
+// Mapping is where a file block lives, as Lookup reports it.
+type Mapping struct {
+	Logical uint32 // the block asked for
+	// Len counts the blocks from Logical on that map the same way: the rest
+	// of the extent, or for a hole the blocks up to the next extent (at most
+	// up to MaxLogical+1; a hole may continue past an empty leaf).
+	Len       uint64
+	Physical  uint64 // physical block of Logical; 0 in a hole
+	Unwritten bool   // in an unwritten extent: reads as zeros
+	Extent    Extent // the whole extent; zero in a hole
+}
+
+// Hole reports whether Logical is not mapped.
+func (m Mapping) Hole() bool { return m.Physical == 0 }
+
+// NodeInfo describes a node met by WalkNodes.
+type NodeInfo struct {
+	Block uint64 // physical block of the node; 0 for the root in the inode
+	Node  *Node
+	// The node covers file blocks [Logical, End): Logical is its parent's
+	// index entry (0 for the root) and End the next one's (or 2^32).
+	Logical uint32
+	End     uint64
+}
+
+// RootNode returns the decoded and checked root node.
+func (t *Tree) RootNode() (*Node, error) {
+	if len(t.Root) < RootSize {
+		return nil, t.corrupt(-1, "i_block is %d bytes, want %d", len(t.Root), RootSize)
+	}
+	n, err := DecodeNode(t.Root[:RootSize])
+	if err != nil {
+		return nil, fserr.At(err, -1, t.Ino)
+	}
+	if n.Depth > MaxDepth {
+		return nil, t.corrupt(-1, "depth %d exceeds %d", n.Depth, MaxDepth)
+	}
+	if err := t.check(n, -1, 0, 1<<32); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// child reads the node idx points to from a parent of depth parentDepth,
+// covering file blocks [idx.Logical, end), and checks it.
+func (t *Tree) child(idx Index, parentDepth uint16, end uint64) (*Node, error) {
+	if t.Read == nil {
+		return nil, fmt.Errorf("extent tree of inode %d: no block reader for depth %d", t.Ino, parentDepth)
+	}
+	if t.BlockSize < 1024 || t.BlockSize > 65536 {
+		return nil, fmt.Errorf("extent tree of inode %d: bad block size %d", t.Ino, t.BlockSize)
+	}
+	blk := int64(idx.Child)
+	b, err := t.Read(idx.Child)
+	if err != nil {
+		return nil, fmt.Errorf("extent tree of inode %d: reading block %d: %w", t.Ino, idx.Child, err)
+	}
+	if len(b) < t.BlockSize {
+		return nil, fmt.Errorf("extent tree of inode %d: block %d: read %d bytes, want %d", t.Ino, idx.Child, len(b), t.BlockSize)
+	}
+	b = b[:t.BlockSize]
+	n, err := DecodeNode(b)
+	if err != nil {
+		return nil, fserr.At(err, blk, t.Ino)
+	}
+	if n.Depth != parentDepth-1 {
+		return nil, t.corrupt(blk, "depth %d under a node of depth %d", n.Depth, parentDepth)
+	}
+	if err := t.check(n, blk, idx.Logical, end); err != nil {
+		return nil, err
+	}
+	if t.Csum {
+		if err := VerifyChecksum(b, t.Seed); err != nil {
+			return nil, fserr.At(err, blk, t.Ino)
+		}
+	}
+	return n, nil
+}
+
+func (t *Tree) corrupt(blk int64, format string, a ...any) error {
+	what := "extent node"
+	if blk < 0 {
+		what = "extent root"
+	}
+	return &fserr.CorruptError{What: what, Block: blk, Ino: t.Ino, Detail: fmt.Sprintf(format, a...)}
+}
+
+// validPhys applies the kernel's ext4_inode_block_valid bounds to count
+// blocks from start.
+func (t *Tree) validPhys(start, count uint64) bool {
+	end := start + count
+	return start > t.FirstDataBlock && end > start && (t.BlocksCount == 0 || end <= t.BlocksCount)
+}
+
+// check applies __ext4_ext_check and ext4_valid_extent_entries to a node at
+// blk (-1 for the root) covering file blocks [lo, hi): eh_max fits its
+// place, a block node's first entry starts at lo, entries are in order
+// without overlap and inside [lo, hi), and name blocks inside the
+// filesystem.
+func (t *Tree) check(n *Node, blk int64, lo uint32, hi uint64) error {
+	limit := MaxEntries(RootSize)
+	if blk >= 0 {
+		limit = MaxEntries(t.BlockSize)
+	}
+	switch {
+	case n.Max == 0:
+		return t.corrupt(blk, "eh_max is 0")
+	case int(n.Max) > limit:
+		return t.corrupt(blk, "eh_max %d exceeds %d", n.Max, limit)
+	case n.Depth > 0 && len(n.Indexes) == 0:
+		return t.corrupt(blk, "index node (depth %d) without entries", n.Depth)
+	}
+	if blk >= 0 && n.Len() > 0 {
+		// The parent's index entry names the first block of the child.
+		var first uint32
+		if n.Leaf() {
+			first = n.Extents[0].Logical
+		} else {
+			first = n.Indexes[0].Logical
+		}
+		if first != lo {
+			return t.corrupt(blk, "first entry at block %d, parent index says %d", first, lo)
+		}
+	}
+	next := uint64(lo) // no entry may start before this
+	for i, e := range n.Extents {
+		switch {
+		case e.Len == 0:
+			return t.corrupt(blk, "extent %d has length 0", i)
+		case uint64(e.Logical) < next:
+			return t.corrupt(blk, "extent %d at block %d overlaps or precedes the one before (next free %d)", i, e.Logical, next)
+		case e.End() > MaxLogical || e.End() > hi:
+			return t.corrupt(blk, "extent %d (blocks %d+%d) runs past block %d", i, e.Logical, e.Len, min(hi, MaxLogical))
+		case !t.validPhys(e.Start, uint64(e.Len)):
+			return t.corrupt(blk, "extent %d maps to blocks %d+%d outside the filesystem", i, e.Start, e.Len)
+		}
+		next = e.End()
+	}
+	for i, x := range n.Indexes {
+		switch {
+		case uint64(x.Logical) < next:
+			return t.corrupt(blk, "index %d at block %d is out of order", i, x.Logical)
+		case uint64(x.Logical) >= hi:
+			return t.corrupt(blk, "index %d at block %d is past the node's end %d", i, x.Logical, hi)
+		case !t.validPhys(x.Child, 1):
+			return t.corrupt(blk, "index %d names block %d outside the filesystem", i, x.Child)
+		}
+		next = uint64(x.Logical) + 1
+	}
+	return nil
+}
+
+// childEnd returns the end of the range index i of n covers: the next
+// index's first block, or the end of n's own range.
+func childEnd(n *Node, i int, hi uint64) uint64 {
+	if i+1 < len(n.Indexes) {
+		return uint64(n.Indexes[i+1].Logical)
+	}
+	return hi
+}
+
+// Lookup maps file block lblk (kernel: ext4_find_extent followed by the
+// lookup in ext4_ext_map_blocks). It reads at most one node per level.
+func (t *Tree) Lookup(lblk uint32) (Mapping, error) {
+	n, err := t.RootNode()
+	if err != nil {
+		return Mapping{}, err
+	}
+	hi := uint64(1 << 32)
+	for !n.Leaf() {
+		// The last index starting at or before lblk.
+		i := sort.Search(len(n.Indexes), func(i int) bool { return n.Indexes[i].Logical > lblk }) - 1
+		if i < 0 { // before the first index: only possible in the root
+			return hole(lblk, uint64(n.Indexes[0].Logical)), nil
+		}
+		end := childEnd(n, i, hi)
+		c, err := t.child(n.Indexes[i], n.Depth, end)
+		if err != nil {
+			return Mapping{}, err
+		}
+		n, hi = c, end
+	}
+	i := sort.Search(len(n.Extents), func(i int) bool { return n.Extents[i].Logical > lblk }) - 1
+	if i >= 0 && uint64(lblk) < n.Extents[i].End() {
+		e := n.Extents[i]
+		off := uint64(lblk - e.Logical)
+		return Mapping{Logical: lblk, Len: uint64(e.Len) - off, Physical: e.Start + off, Unwritten: e.Unwritten, Extent: e}, nil
+	}
+	if i+1 < len(n.Extents) {
+		hi = uint64(n.Extents[i+1].Logical)
+	}
+	return hole(lblk, hi), nil
+}
+
+func hole(lblk uint32, next uint64) Mapping {
+	return Mapping{Logical: lblk, Len: next - uint64(lblk)}
+}
+
+// WalkNodes calls fn for every node of the tree, the root first and then
+// depth first in file block order (parents before children). It detects a
+// block that appears twice in the tree, so it ends on any input; every node
+// is checked as Lookup checks it before fn sees it. An error from fn stops
+// the walk and is returned.
+func (t *Tree) WalkNodes(fn func(NodeInfo) error) error {
+	return t.walk(fn, nil)
+}
+
+// Walk calls fn for every extent of the tree in file block order. The
+// extents are checked not to overlap, also across leaves. An error from fn
+// stops the walk and is returned.
+func (t *Tree) Walk(fn func(Extent) error) error {
+	return t.walk(nil, fn)
+}
+
+// Blocks returns the physical blocks of all the tree's nodes except the
+// root (index and leaf blocks), in WalkNodes order: what the tree itself
+// occupies besides the data.
+func (t *Tree) Blocks() ([]uint64, error) {
+	var out []uint64
+	err := t.WalkNodes(func(ni NodeInfo) error {
+		if ni.Block != 0 {
+			out = append(out, ni.Block)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Extents returns all the extents of the tree in file block order.
+func (t *Tree) Extents() ([]Extent, error) {
+	var out []Extent
+	err := t.Walk(func(e Extent) error {
+		out = append(out, e)
+		return nil
+	})
+	return out, err
+}
+
+func (t *Tree) walk(nodeFn func(NodeInfo) error, extFn func(Extent) error) error {
+	root, err := t.RootNode()
+	if err != nil {
+		return err
+	}
+	seen := map[uint64]bool{}
+	var visit func(ni NodeInfo) error
+	visit = func(ni NodeInfo) error {
+		n := ni.Node
+		if nodeFn != nil {
+			if err := nodeFn(ni); err != nil {
+				return err
+			}
+		}
+		for _, e := range n.Extents {
+			if extFn != nil {
+				if err := extFn(e); err != nil {
+					return err
+				}
+			}
+		}
+		for i, x := range n.Indexes {
+			if seen[x.Child] {
+				return t.corrupt(int64(ni.Block), "index %d names block %d, already in the tree", i, x.Child)
+			}
+			seen[x.Child] = true
+			end := childEnd(n, i, ni.End)
+			c, err := t.child(x, n.Depth, end)
+			if err != nil {
+				return err
+			}
+			if err := visit(NodeInfo{Block: x.Child, Node: c, Logical: x.Logical, End: end}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Depth is at most MaxDepth, so the recursion is shallow; the seen set
+	// bounds the total work by the number of distinct blocks.
+	return visit(NodeInfo{Node: root, End: 1 << 32})
+}
