@@ -2,7 +2,7 @@
 //
 // Each subcommand lives in its own file and registers itself in commands
 // from an init function, so subcommands can be added without touching this
-// file. Exit status: 0 on success, 1 on an error, 2 on a usage error.
+// file. Exit status: 0 on success, 1 on any error (usage errors included).
 package main
 
 import (
@@ -38,7 +38,7 @@ func register(c *command) {
 	commands[c.name] = c
 }
 
-// usageError marks an error in the command line; it exits with status 2.
+// usageError marks an error in the command line; run prints the usage with it.
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
@@ -64,14 +64,14 @@ func run(e *env, args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		printUsage(e.stderr)
 		if len(args) == 0 {
-			return 2
+			return 1
 		}
 		return 0
 	}
 	c, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(e.stderr, "ext4go: unknown command %q (see 'ext4go help')\n", args[0])
-		return 2
+		return 1
 	}
 	err := c.run(e, args[1:])
 	var ue *usageError
@@ -82,7 +82,7 @@ func run(e *env, args []string) int {
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintf(e.stderr, "ext4go %s: %s\nusage: ext4go %s %s\n", c.name, ue.msg, c.name, c.usage)
-		return 2
+		return 1
 	default:
 		fmt.Fprintf(e.stderr, "ext4go %s: %v\n", c.name, err)
 		return 1

@@ -1,0 +1,132 @@
+package txn
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Buffer is a cached block.
+type Buffer struct {
+	mu       sync.RWMutex // protects data, valid, tx, inflight
+	data     []byte
+	valid    bool         // data holds the block's content
+	tx       *Transaction // the transaction that changed it and has not committed, or nil
+	inflight int          // commits writing a frozen copy of it
+
+	// pins counts users between cache.get and unpin. It is raised under
+	// the shard lock, so a buffer found unpinned there cannot be handed
+	// out while it is being evicted.
+	pins atomic.Int32
+}
+
+func (b *Buffer) unpin() { b.pins.Add(-1) }
+
+// evictable reports whether b can leave the cache: its content is on disk.
+// b.mu must be held.
+func (b *Buffer) evictable() bool { return b.tx == nil && b.inflight == 0 }
+
+const cacheShards = 64
+
+// cache maps block numbers to buffers, sharded so concurrent users of
+// different blocks rarely share a lock.
+type cache struct {
+	shards   [cacheShards]cacheShard
+	perShard int
+}
+
+type cacheShard struct {
+	mu sync.Mutex // protects m
+	m  map[uint64]*Buffer
+	_  [48]byte // one shard per cache line
+}
+
+func (c *cache) init(capacity int) {
+	c.perShard = max(capacity/cacheShards, 16)
+	for i := range c.shards {
+		c.shards[i].m = map[uint64]*Buffer{}
+	}
+}
+
+func (c *cache) shard(nr uint64) *cacheShard { return &c.shards[nr%cacheShards] }
+
+// get returns the buffer of nr pinned, creating an empty (invalid) one if
+// needed. The caller must unpin it.
+func (c *cache) get(nr uint64, bs int) *Buffer {
+	s := c.shard(nr)
+	s.mu.Lock()
+	b, ok := s.m[nr]
+	if !ok {
+		if len(s.m) >= 2*c.perShard {
+			s.evict(c.perShard)
+		}
+		b = &Buffer{data: make([]byte, bs)}
+		s.m[nr] = b
+	}
+	b.pins.Add(1)
+	s.mu.Unlock()
+	return b
+}
+
+// lookup returns the buffer of nr pinned, or nil.
+func (c *cache) lookup(nr uint64) *Buffer {
+	s := c.shard(nr)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.m[nr]
+	if b != nil {
+		b.pins.Add(1)
+	}
+	return b
+}
+
+// drop removes b (if it is still the buffer of nr).
+func (c *cache) drop(nr uint64, b *Buffer) {
+	s := c.shard(nr)
+	s.mu.Lock()
+	if s.m[nr] == b {
+		delete(s.m, nr)
+	}
+	s.mu.Unlock()
+}
+
+// trim evicts clean buffers from shards over their share of the capacity.
+func (c *cache) trim() {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		if len(s.m) > c.perShard {
+			s.evict(c.perShard * 3 / 4)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// evict removes clean, unpinned buffers until the shard holds at most
+// keep. s.mu must be held.
+func (s *cacheShard) evict(keep int) {
+	for nr, b := range s.m {
+		if len(s.m) <= keep {
+			return
+		}
+		if b.pins.Load() != 0 || !b.mu.TryLock() {
+			continue
+		}
+		if b.evictable() {
+			delete(s.m, nr)
+		}
+		b.mu.Unlock()
+	}
+}
+
+func sortBlocks(bs []Block) {
+	slices.SortFunc(bs, func(a, b Block) int {
+		switch {
+		case a.Nr < b.Nr:
+			return -1
+		case a.Nr > b.Nr:
+			return 1
+		}
+		return 0
+	})
+}

@@ -1,0 +1,403 @@
+// Package txn is ext4go's transaction layer: a cache of metadata blocks and
+// the handles through which every metadata change is made, in the manner of
+// the kernel's jbd2 (handle start, get write access, dirty metadata, handle
+// stop, commit).
+//
+// A change to the filesystem opens a Handle, changes blocks with
+// Handle.Modify / Handle.Create (which lock the block's buffer, let the
+// caller edit it and record it in the running transaction) and ends the
+// handle. Handles from many goroutines join the same running Transaction.
+// Commit closes the running transaction to new handles, waits for its open
+// handles to end, freezes a copy of every block it changed, opens the next
+// transaction, and hands the frozen copies to the Committer: today a
+// Committer that writes them in place; with jbd2 a Committer that logs them
+// first. Callers therefore never change when journalling arrives.
+//
+// Data blocks of regular files do not pass through here: the filesystem
+// writes them to the device before the handle that maps them ends, which
+// gives the ordering of the kernel's data=ordered mode.
+//
+// Locks, in the order they may be taken:
+//   - Manager.commitMu serialises commits;
+//   - Manager.mu protects running, the transaction states and tidCond;
+//   - a Transaction's dirtyMu protects its dirty set;
+//   - a cache shard's mu protects its map;
+//   - a Buffer's mu protects its data and state.
+// A handle must not wait for anything that may wait for a commit (for
+// example an inode lock) while it is open: take such locks before Begin.
+package txn
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+)
+
+// Device is where blocks live.
+type Device interface {
+	io.ReaderAt
+	io.WriterAt
+	Sync() error
+}
+
+// Block is a frozen copy of a changed block, as handed to a Committer.
+type Block struct {
+	Nr   uint64
+	Data []byte
+}
+
+// Committer makes a transaction's blocks durable.
+type Committer interface {
+	Commit(tid uint64, blocks []Block) error
+}
+
+// InPlace is the Committer of a filesystem without a journal (or before
+// jbd2 support): it writes each block to its home location, then syncs.
+type InPlace struct {
+	Dev       Device
+	BlockSize int
+	// NoSync skips the device sync after each commit (image building,
+	// where only the final state matters).
+	NoSync bool
+}
+
+func (c *InPlace) Commit(_ uint64, blocks []Block) error {
+	for _, b := range blocks {
+		if _, err := c.Dev.WriteAt(b.Data, int64(b.Nr)*int64(c.BlockSize)); err != nil {
+			return fmt.Errorf("write block %d: %w", b.Nr, err)
+		}
+	}
+	if c.NoSync {
+		return nil
+	}
+	return c.Dev.Sync()
+}
+
+// Options tune a Manager.
+type Options struct {
+	// MaxDirty is the number of changed blocks after which ending a handle
+	// commits the running transaction (default 16384).
+	MaxDirty int
+	// CacheBlocks bounds the clean blocks kept in the cache (default 65536).
+	CacheBlocks int
+}
+
+// Manager owns the block cache and the transactions of one filesystem.
+type Manager struct {
+	dev       Device
+	bs        int
+	nblocks   uint64
+	committer Committer
+	opts      Options
+	cache     cache
+
+	commitMu sync.Mutex // serialises Commit
+
+	mu      sync.Mutex // protects running and the updates/locked fields of transactions
+	cond    *sync.Cond // signalled when a transaction's updates drop to 0 or it is unlocked
+	running *Transaction
+	nextTID uint64
+	err     error // a failed commit: the filesystem is no longer consistent on disk
+
+	hooksMu sync.Mutex
+	hooks   []func(tid uint64)
+
+	committing atomic.Bool
+}
+
+// Transaction is a group of changes that reach the disk together.
+type Transaction struct {
+	tid     uint64
+	updates int  // open handles; Manager.mu
+	locked  bool // closed to new handles; Manager.mu
+
+	dirtyMu sync.Mutex
+	dirty   map[uint64]*Buffer
+}
+
+// TID returns the transaction's number.
+func (t *Transaction) TID() uint64 { return t.tid }
+
+// ErrAborted is returned once a commit has failed: the on-disk state may be
+// inconsistent and no further change is accepted.
+var ErrAborted = errors.New("txn: an earlier commit failed; filesystem is read-only")
+
+// NewManager returns a Manager for a device of nblocks blocks of size bs.
+func NewManager(d Device, bs int, nblocks uint64, c Committer, opts Options) *Manager {
+	if opts.MaxDirty <= 0 {
+		opts.MaxDirty = 16384
+	}
+	if opts.CacheBlocks <= 0 {
+		opts.CacheBlocks = 65536
+	}
+	m := &Manager{dev: d, bs: bs, nblocks: nblocks, committer: c, opts: opts, nextTID: 1}
+	m.cond = sync.NewCond(&m.mu)
+	m.cache.init(opts.CacheBlocks)
+	m.running = m.newTransaction()
+	return m
+}
+
+func (m *Manager) newTransaction() *Transaction {
+	t := &Transaction{tid: m.nextTID, dirty: map[uint64]*Buffer{}}
+	m.nextTID++
+	return t
+}
+
+// BlockSize returns the block size.
+func (m *Manager) BlockSize() int { return m.bs }
+
+// OnCommit registers fn to run after each commit with the committed
+// transaction's number (e.g. to release blocks freed by it).
+func (m *Manager) OnCommit(fn func(tid uint64)) {
+	m.hooksMu.Lock()
+	m.hooks = append(m.hooks, fn)
+	m.hooksMu.Unlock()
+}
+
+// Handle is one atomic change in progress.
+type Handle struct {
+	m     *Manager
+	t     *Transaction
+	ended bool
+}
+
+// Begin opens a handle in the running transaction, waiting while a commit
+// is closing it.
+func (m *Manager) Begin() (*Handle, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for m.running.locked {
+		m.cond.Wait()
+	}
+	if m.err != nil {
+		return nil, m.err
+	}
+	t := m.running
+	t.updates++
+	return &Handle{m: m, t: t}, nil
+}
+
+// TID returns the number of the transaction the handle belongs to.
+func (h *Handle) TID() uint64 { return h.t.tid }
+
+func (m *Manager) checkBlock(nr uint64) error {
+	if nr >= m.nblocks {
+		return fmt.Errorf("txn: block %d outside the filesystem (%d blocks)", nr, m.nblocks)
+	}
+	return nil
+}
+
+// Modify lets fn change block nr in place: the block is read if it is not
+// cached, locked while fn runs, and recorded in the handle's transaction.
+// If fn fails the block is still recorded (fn may have changed it).
+func (h *Handle) Modify(nr uint64, fn func(b []byte) error) error {
+	return h.modify(nr, false, fn)
+}
+
+// Create is Modify for a block whose old content does not matter (newly
+// allocated): it starts zeroed and is not read from the device.
+func (h *Handle) Create(nr uint64, fn func(b []byte) error) error {
+	return h.modify(nr, true, fn)
+}
+
+func (h *Handle) modify(nr uint64, fresh bool, fn func(b []byte) error) error {
+	if h.ended {
+		return errors.New("txn: handle already ended")
+	}
+	m := h.m
+	if err := m.checkBlock(nr); err != nil {
+		return err
+	}
+	b, err := m.buffer(nr, !fresh)
+	if err != nil {
+		return err
+	}
+	defer b.unpin()
+	b.mu.Lock()
+	if fresh {
+		clear(b.data)
+		b.valid = true
+	}
+	err = fn(b.data)
+	if b.tx != h.t {
+		b.tx = h.t
+		h.t.dirtyMu.Lock()
+		h.t.dirty[nr] = b
+		h.t.dirtyMu.Unlock()
+	}
+	b.mu.Unlock()
+	return err
+}
+
+// Forget drops block nr from the running transaction and the cache: it has
+// been freed and must not be written back (kernel: jbd2_journal_forget).
+func (h *Handle) Forget(nr uint64) {
+	m := h.m
+	b := m.cache.lookup(nr)
+	if b == nil {
+		return
+	}
+	defer b.unpin()
+	b.mu.Lock()
+	if b.tx == h.t {
+		h.t.dirtyMu.Lock()
+		delete(h.t.dirty, nr)
+		h.t.dirtyMu.Unlock()
+		b.tx = nil
+	}
+	b.mu.Unlock()
+	m.cache.drop(nr, b)
+}
+
+// End closes the handle. When the running transaction has grown past
+// Options.MaxDirty, End commits it.
+func (h *Handle) End() error {
+	if h.ended {
+		return errors.New("txn: handle already ended")
+	}
+	h.ended = true
+	m := h.m
+	m.mu.Lock()
+	h.t.updates--
+	if h.t.updates == 0 {
+		m.cond.Broadcast()
+	}
+	big := !h.t.locked && m.running == h.t && h.t.dirtyLen() >= m.opts.MaxDirty
+	m.mu.Unlock()
+	if big && m.committing.CompareAndSwap(false, true) {
+		defer m.committing.Store(false)
+		return m.Commit()
+	}
+	return nil
+}
+
+func (t *Transaction) dirtyLen() int {
+	t.dirtyMu.Lock()
+	defer t.dirtyMu.Unlock()
+	return len(t.dirty)
+}
+
+// Read returns a copy of block nr's current content.
+func (m *Manager) Read(nr uint64) ([]byte, error) {
+	out := make([]byte, m.bs)
+	err := m.View(nr, func(b []byte) error {
+		copy(out, b)
+		return nil
+	})
+	return out, err
+}
+
+// View calls fn with block nr's current content, read-locked: fn must not
+// keep or change b.
+func (m *Manager) View(nr uint64, fn func(b []byte) error) error {
+	if err := m.checkBlock(nr); err != nil {
+		return err
+	}
+	b, err := m.buffer(nr, true)
+	if err != nil {
+		return err
+	}
+	defer b.unpin()
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return fn(b.data)
+}
+
+// buffer returns the cached buffer of block nr, pinned, reading it from the
+// device when read is set and it is not valid yet. The caller must unpin it.
+func (m *Manager) buffer(nr uint64, read bool) (*Buffer, error) {
+	b := m.cache.get(nr, m.bs)
+	if !read {
+		return b, nil
+	}
+	b.mu.RLock()
+	valid := b.valid
+	b.mu.RUnlock()
+	if valid {
+		return b, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.valid {
+		n, err := m.dev.ReadAt(b.data, int64(nr)*int64(m.bs))
+		if n < len(b.data) {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			b.unpin()
+			return nil, fmt.Errorf("read block %d: %w", nr, err)
+		}
+		b.valid = true
+	}
+	return b, nil
+}
+
+// Commit makes every change made so far durable. It waits for open handles
+// of the running transaction to end; handles begun meanwhile join the next
+// transaction.
+func (m *Manager) Commit() error {
+	m.commitMu.Lock()
+	defer m.commitMu.Unlock()
+
+	m.mu.Lock()
+	if m.err != nil {
+		m.mu.Unlock()
+		return m.err
+	}
+	t := m.running
+	t.locked = true
+	for t.updates > 0 {
+		m.cond.Wait()
+	}
+	// No handle can change t's blocks now: freeze them.
+	t.dirtyMu.Lock()
+	blocks := make([]Block, 0, len(t.dirty))
+	frozen := make([]*Buffer, 0, len(t.dirty))
+	for nr, b := range t.dirty {
+		b.mu.Lock()
+		blocks = append(blocks, Block{Nr: nr, Data: append([]byte(nil), b.data...)})
+		b.tx = nil
+		b.inflight++
+		b.mu.Unlock()
+		frozen = append(frozen, b)
+	}
+	t.dirty = nil
+	t.dirtyMu.Unlock()
+	m.running = m.newTransaction()
+	m.cond.Broadcast()
+	m.mu.Unlock()
+
+	var err error
+	if len(blocks) > 0 {
+		sortBlocks(blocks)
+		err = m.committer.Commit(t.tid, blocks)
+	}
+	for _, b := range frozen {
+		b.mu.Lock()
+		b.inflight--
+		b.mu.Unlock()
+	}
+	if err != nil {
+		m.mu.Lock()
+		m.err = fmt.Errorf("%w: %v", ErrAborted, err)
+		m.mu.Unlock()
+		return err
+	}
+	m.hooksMu.Lock()
+	hooks := append([]func(uint64){}, m.hooks...)
+	m.hooksMu.Unlock()
+	for _, fn := range hooks {
+		fn(t.tid)
+	}
+	m.cache.trim()
+	return nil
+}
+
+// Err returns the error that aborted the manager, if any.
+func (m *Manager) Err() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err
+}

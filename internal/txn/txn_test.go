@@ -1,0 +1,201 @@
+package txn
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// memDev is an in-memory device that counts writes.
+type memDev struct {
+	mu     sync.Mutex
+	data   []byte
+	writes int
+	fail   bool
+}
+
+func (d *memDev) ReadAt(p []byte, off int64) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return copy(p, d.data[off:]), nil
+}
+
+func (d *memDev) WriteAt(p []byte, off int64) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fail {
+		return 0, fmt.Errorf("injected write failure")
+	}
+	d.writes++
+	return copy(d.data[off:], p), nil
+}
+
+func (d *memDev) Sync() error { return nil }
+
+func newTest(t *testing.T, nblocks int, opts Options) (*Manager, *memDev) {
+	t.Helper()
+	d := &memDev{data: make([]byte, nblocks*1024)}
+	return NewManager(d, 1024, uint64(nblocks), &InPlace{Dev: d, BlockSize: 1024}, opts), d
+}
+
+func TestModifyCommit(t *testing.T) {
+	m, d := newTest(t, 64, Options{})
+	h, err := m.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Modify(3, func(b []byte) error { copy(b, "hello"); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// Visible to readers before commit, not yet on the device.
+	got, _ := m.Read(3)
+	if !bytes.HasPrefix(got, []byte("hello")) {
+		t.Fatalf("read before commit = %q", got[:5])
+	}
+	if bytes.HasPrefix(d.data[3*1024:], []byte("hello")) {
+		t.Fatal("written before commit")
+	}
+	h.End()
+	var committed []uint64
+	m.OnCommit(func(tid uint64) { committed = append(committed, tid) })
+	if err := m.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(d.data[3*1024:], []byte("hello")) {
+		t.Fatal("not written by commit")
+	}
+	if len(committed) != 1 || committed[0] != h.TID() {
+		t.Fatalf("hooks saw %v, want [%d]", committed, h.TID())
+	}
+}
+
+func TestForget(t *testing.T) {
+	m, d := newTest(t, 64, Options{})
+	h, _ := m.Begin()
+	h.Modify(5, func(b []byte) error { b[0] = 1; return nil })
+	h.Forget(5)
+	h.End()
+	m.Commit()
+	if d.data[5*1024] != 0 || d.writes != 0 {
+		t.Fatal("forgotten block was written")
+	}
+}
+
+func TestCreateDoesNotRead(t *testing.T) {
+	m, d := newTest(t, 8, Options{})
+	d.data[2*1024] = 0xff
+	h, _ := m.Begin()
+	h.Create(2, func(b []byte) error {
+		if b[0] != 0 {
+			t.Error("Create saw old content")
+		}
+		return nil
+	})
+	h.End()
+}
+
+func TestOutOfRange(t *testing.T) {
+	m, _ := newTest(t, 8, Options{})
+	h, _ := m.Begin()
+	defer h.End()
+	if err := h.Modify(8, func([]byte) error { return nil }); err == nil {
+		t.Fatal("block past the end accepted")
+	}
+	if _, err := m.Read(100); err == nil {
+		t.Fatal("read past the end accepted")
+	}
+}
+
+func TestCommitFailureAborts(t *testing.T) {
+	m, d := newTest(t, 8, Options{})
+	h, _ := m.Begin()
+	h.Modify(1, func(b []byte) error { b[0] = 1; return nil })
+	h.End()
+	d.fail = true
+	if err := m.Commit(); err == nil {
+		t.Fatal("commit did not fail")
+	}
+	if _, err := m.Begin(); err == nil {
+		t.Fatal("Begin after a failed commit succeeded")
+	}
+}
+
+// TestConcurrent runs many goroutines incrementing counters in shared
+// blocks while others commit and read; every increment must survive.
+func TestConcurrent(t *testing.T) {
+	const workers, rounds, blocks = 8, 400, 16
+	m, d := newTest(t, blocks, Options{MaxDirty: 4, CacheBlocks: 16})
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < rounds; i++ {
+				h, err := m.Begin()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				nr := uint64((w + i) % blocks)
+				h.Modify(nr, func(b []byte) error {
+					v := binary.LittleEndian.Uint64(b[8*w:])
+					binary.LittleEndian.PutUint64(b[8*w:], v+1)
+					return nil
+				})
+				if err := h.End(); err != nil {
+					t.Error(err)
+				}
+				if i%50 == 0 {
+					m.Commit()
+				}
+				m.Read(uint64(i % blocks))
+			}
+		}(w)
+	}
+	wg.Wait()
+	if err := m.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for w := 0; w < workers; w++ {
+		var sum uint64
+		for nr := 0; nr < blocks; nr++ {
+			sum += binary.LittleEndian.Uint64(d.data[nr*1024+8*w:])
+		}
+		if sum != rounds {
+			t.Errorf("worker %d: %d increments on disk, want %d", w, sum, rounds)
+		}
+	}
+}
+
+// TestEvictionKeepsDirty fills a tiny cache: dirty blocks must never be
+// evicted and reads must always see the newest content.
+func TestEvictionKeepsDirty(t *testing.T) {
+	m, _ := newTest(t, 4096, Options{CacheBlocks: 64, MaxDirty: 1 << 20})
+	h, _ := m.Begin()
+	for nr := uint64(0); nr < 4096; nr++ {
+		h.Modify(nr, func(b []byte) error { binary.LittleEndian.PutUint64(b, nr+1); return nil })
+	}
+	h.End()
+	for nr := uint64(0); nr < 4096; nr++ {
+		b, _ := m.Read(nr)
+		if got := binary.LittleEndian.Uint64(b); got != nr+1 {
+			t.Fatalf("block %d = %d before commit", nr, got)
+		}
+	}
+	m.Commit()
+	for nr := uint64(0); nr < 4096; nr += 7 {
+		b, _ := m.Read(nr)
+		if got := binary.LittleEndian.Uint64(b); got != nr+1 {
+			t.Fatalf("block %d = %d after commit", nr, got)
+		}
+	}
+	total := 0
+	for i := range m.cache.shards {
+		total += len(m.cache.shards[i].m)
+	}
+	if limit := 2 * m.cache.perShard * cacheShards; total > limit {
+		t.Fatalf("cache holds %d blocks after commit, limit %d", total, limit)
+	}
+}
