@@ -1,40 +1,104 @@
 package ext4go
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+	"weak"
+)
 
-// inodeCache keeps recently read inodes so path walks and directory
-// listings do not re-read the inode table. It is sharded by inode number so
-// concurrent readers of different files rarely share a lock, and bounded:
-// a full shard is emptied (cheap, and fair enough for a read cache).
+// inodeCache maps inode numbers to nodes. It holds nodes weakly, so a node
+// lives exactly as long as someone uses it (an open File, a path walk, a
+// change in progress) plus a short while in a small per-shard ring of
+// recently used nodes that keeps hot inodes from being re-read. While a
+// node is alive every lookup of its inode returns it, which is what makes
+// in-memory inode changes safe: there is never a second, stale copy.
+//
+// Sharded by inode number so concurrent users of different inodes rarely
+// share a lock. A shard's lock is held while an inode is loaded, so two
+// loads of one inode cannot race (and a load cannot miss a change made
+// through a node that died in between: changes reach the inode table
+// buffer before the node can die).
 type inodeCache struct {
 	shards [inodeCacheShards]inodeShard
 }
 
 const (
-	inodeCacheShards   = 64
-	inodeCachePerShard = 1024
+	inodeCacheShards = 64
+	inodeRecent      = 64 // strongly held recent nodes per shard
 )
 
 type inodeShard struct {
-	mu sync.Mutex // protects m
-	m  map[uint32]*node
-	_  [48]byte // keep neighbouring shards' locks on different cache lines
+	mu     sync.Mutex // protects m, recent, next
+	m      map[uint32]weak.Pointer[node]
+	recent [inodeRecent]*node
+	next   int
 }
 
-func (c *inodeCache) get(ino uint32) *node {
-	s := &c.shards[ino%inodeCacheShards]
-	s.mu.Lock()
-	n := s.m[ino]
-	s.mu.Unlock()
-	return n
-}
+func (c *inodeCache) shard(ino uint32) *inodeShard { return &c.shards[ino%inodeCacheShards] }
 
-func (c *inodeCache) put(n *node) {
-	s := &c.shards[n.ino%inodeCacheShards]
+// getOrLoad returns the node of ino, calling load (with the shard locked)
+// if there is none alive.
+func (c *inodeCache) getOrLoad(ino uint32, load func() (*node, error)) (*node, error) {
+	s := c.shard(ino)
 	s.mu.Lock()
-	if s.m == nil || len(s.m) >= inodeCachePerShard {
-		s.m = make(map[uint32]*node, 64)
+	defer s.mu.Unlock()
+	if wp, ok := s.m[ino]; ok {
+		if n := wp.Value(); n != nil {
+			s.touch(n)
+			return n, nil
+		}
 	}
-	s.m[n.ino] = n
+	n, err := load()
+	if err != nil {
+		return nil, err
+	}
+	s.insert(n)
+	return n, nil
+}
+
+// put registers a node made for a newly allocated inode.
+func (c *inodeCache) put(n *node) {
+	s := c.shard(n.ino)
+	s.mu.Lock()
+	s.insert(n)
+	s.mu.Unlock()
+}
+
+// insert adds n; s.mu must be held.
+func (s *inodeShard) insert(n *node) {
+	if s.m == nil {
+		s.m = map[uint32]weak.Pointer[node]{}
+	}
+	wp := weak.Make(n)
+	s.m[n.ino] = wp
+	s.touch(n)
+	runtime.AddCleanup(n, func(ino uint32) {
+		s.mu.Lock()
+		if cur, ok := s.m[ino]; ok && cur.Value() == nil {
+			delete(s.m, ino)
+		}
+		s.mu.Unlock()
+	}, n.ino)
+}
+
+// touch keeps n alive for a while; s.mu must be held.
+func (s *inodeShard) touch(n *node) {
+	if s.recent[(s.next+inodeRecent-1)%inodeRecent] == n {
+		return
+	}
+	s.recent[s.next] = n
+	s.next = (s.next + 1) % inodeRecent
+}
+
+// forget drops ino (after the inode was freed).
+func (c *inodeCache) forget(ino uint32) {
+	s := c.shard(ino)
+	s.mu.Lock()
+	delete(s.m, ino)
+	for i, n := range s.recent {
+		if n != nil && n.ino == ino {
+			s.recent[i] = nil
+		}
+	}
 	s.mu.Unlock()
 }

@@ -39,17 +39,25 @@ func (f *FS) blockReader(what string) func(uint64) ([]byte, error) {
 }
 
 // hasInlineData reports whether n's data lives in the inode (inline_data).
-func (n *node) hasInlineData() bool { return n.in.HasFlag(inode.FlagInlineData) }
+func (n *node) hasInlineData() bool { return n.in().HasFlag(inode.FlagInlineData) }
 
 // mapping returns n's block runs, reading its extent tree or block map on
 // first use.
 func (f *FS) mapping(n *node) ([]run, error) {
-	n.mapOnce.Do(func() { n.runs, n.mapErr = f.buildMapping(n) })
-	return n.runs, n.mapErr
+	if ms := n.mapping.Load(); ms != nil {
+		return ms.runs, ms.err
+	}
+	in := n.in()
+	runs, err := f.buildMapping(n, in)
+	ms := &mapState{runs, err}
+	// Publish only if the inode did not change meanwhile.
+	if n.in() == in {
+		n.mapping.CompareAndSwap(nil, ms)
+	}
+	return runs, err
 }
 
-func (f *FS) buildMapping(n *node) ([]run, error) {
-	in := n.in
+func (f *FS) buildMapping(n *node, in *inode.Inode) ([]run, error) {
 	if n.hasInlineData() || (n.isSymlink() && f.isFastSymlink(n)) {
 		return nil, nil
 	}
@@ -236,4 +244,12 @@ func (fl *File) DataRanges() ([]Range, error) {
 		out = append(out, Range{start, end - start})
 	}
 	return out, nil
+}
+
+// readLocked is readAt under n's shared lock, so the blocks it reads are
+// not freed (and reused) by a concurrent truncate or punch meanwhile.
+func (f *FS) readLocked(n *node, p []byte, off int64) (int, error) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return f.readAt(n, p, off)
 }

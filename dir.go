@@ -31,7 +31,7 @@ func (f *FS) dirFormat() dir.Format {
 
 // dirOf describes directory n for the dir package's walkers.
 func (f *FS) dirOf(n *node) (*dir.Dir, error) {
-	if n.in.HasFlag(inode.FlagEncrypt) {
+	if n.in().HasFlag(inode.FlagEncrypt) {
 		return nil, &UnsupportedError{Feature: "encrypted directories", Detail: fmt.Sprintf("inode %d", n.ino)}
 	}
 	runs, err := f.mapping(n)
@@ -60,8 +60,8 @@ func (f *FS) dirOf(n *node) (*dir.Dir, error) {
 		Format:   f.dirFormat(),
 		Read:     read,
 		NBlocks:  uint32(nblocks),
-		Indexed:  n.in.HasFlag(inode.FlagIndex) && f.sb.HasCompat(super.CompatDirIndex),
-		CsumSeed: inode.Seed(f.seed, n.ino, n.in.Generation),
+		Indexed:  n.in().HasFlag(inode.FlagIndex) && f.sb.HasCompat(super.CompatDirIndex),
+		CsumSeed: inode.Seed(f.seed, n.ino, n.in().Generation),
 		Ino:      n.ino,
 	}, nil
 }
@@ -108,7 +108,7 @@ func (f *FS) readDir(n *node) ([]fs.DirEntry, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%q: %w", e.Name, err)
 			}
-			de.typ = goMode(c.in.Mode).Type()
+			de.typ = goMode(c.in().Mode).Type()
 		}
 		out = append(out, de)
 	}
@@ -150,6 +150,12 @@ func (f *FS) lookup(n *node, name string) (uint32, error) {
 		if err != nil {
 			return 0, err
 		}
+		switch name {
+		case ".":
+			return n.ino, nil
+		case "..":
+			return in.Parent, nil
+		}
 		for _, e := range in.Entries() {
 			if e.Inode != 0 && string(e.Name) == name {
 				ino = e.Inode
@@ -178,7 +184,7 @@ func (f *FS) lookup(n *node, name string) (uint32, error) {
 
 // isFastSymlink reports whether symlink n keeps its target in i_block.
 func (f *FS) isFastSymlink(n *node) bool {
-	return n.in.IsFastSymlink(uint32(f.blockSize), f.sb.ClusterSize(), f.hugeFile, f.sb.HasIncompat(super.IncompatEAInode))
+	return n.in().IsFastSymlink(uint32(f.blockSize), f.sb.ClusterSize(), f.hugeFile, f.sb.HasIncompat(super.IncompatEAInode))
 }
 
 // readLink returns the target of symlink n.
@@ -187,15 +193,15 @@ func (f *FS) readLink(n *node) (string, error) {
 	if size > maxSymlinkLen || size > f.blockSize && !n.hasInlineData() {
 		return "", &CorruptError{What: "symlink", Block: -1, Ino: n.ino, Detail: fmt.Sprintf("target length %d", size)}
 	}
-	if n.in.HasFlag(inode.FlagEncrypt) {
+	if n.in().HasFlag(inode.FlagEncrypt) {
 		return "", &UnsupportedError{Feature: "encrypted symlinks", Detail: fmt.Sprintf("inode %d", n.ino)}
 	}
 	var target []byte
 	if !n.hasInlineData() && f.isFastSymlink(n) {
-		if size > int64(len(n.in.Block)) {
+		if size > int64(len(n.in().Block)) {
 			return "", &CorruptError{What: "fast symlink", Block: -1, Ino: n.ino, Detail: fmt.Sprintf("target length %d does not fit i_block", size)}
 		}
-		target = n.in.Block[:size]
+		target = n.in().Block[:size]
 	} else {
 		target = make([]byte, size)
 		m, err := f.readAt(n, target, 0)

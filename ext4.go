@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ext4go/ext4go/internal/dev"
 	"github.com/ext4go/ext4go/internal/fserr"
+	"github.com/ext4go/ext4go/internal/ialloc"
 	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/super"
+	"github.com/ext4go/ext4go/internal/txn"
 )
 
 // Options control how a filesystem is opened. The zero value (or nil) is
@@ -23,6 +26,11 @@ type Options struct {
 	// which may be stale or inconsistent. Without it such a filesystem is
 	// refused until ext4go replays journals.
 	IgnoreJournal bool
+	// Writable opens the filesystem for changes. The image is locked
+	// against other writers (flock on image files, O_EXCL on block
+	// devices) until Close, which must be called to write everything back
+	// and mark the filesystem clean.
+	Writable bool
 }
 
 // FS is an opened ext4 filesystem. All methods are safe for concurrent use.
@@ -40,13 +48,21 @@ type FS struct {
 	hugeFile  bool
 	is64      bool
 
+	tm    *txn.Manager // metadata block cache and transactions
 	cache inodeCache
+	w     *writer // nil when read-only
+
+	orphans    []*node // inodes on the orphan list, head first; w.orphanMu
+	xattrCache xattrBlockCache
+
+	errMu sync.Mutex // protects err
+	err   error      // first failure that left the on-disk state in doubt
 }
 
 // Open opens the ext4 filesystem in the image file or block device at path,
 // for reading.
 func Open(path string, opts *Options) (*FS, error) {
-	d, err := dev.Open(path, false)
+	d, err := dev.Open(path, opts != nil && opts.Writable)
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +111,8 @@ func newFS(d dev.Device, opts *Options) (*FS, error) {
 		return nil, &CorruptError{What: "superblock", Block: 0,
 			Detail: fmt.Sprintf("filesystem of %d bytes does not fit the %d-byte device", end, d.Size())}
 	}
+	f.tm = txn.NewManager(d, int(f.blockSize), sb.BlocksCount(),
+		&txn.InPlace{Dev: d, BlockSize: int(f.blockSize)}, txn.Options{})
 	if err := f.loadGroups(); err != nil {
 		return nil, err
 	}
@@ -104,6 +122,11 @@ func newFS(d dev.Device, opts *Options) (*FS, error) {
 	}
 	if !root.isDir() {
 		return nil, &CorruptError{What: "root inode", Block: -1, Ino: rootIno, Detail: "not a directory"}
+	}
+	if f.opts.Writable {
+		if err := f.openWriter(); err != nil {
+			return nil, err
+		}
 	}
 	return f, nil
 }
@@ -154,9 +177,9 @@ func (f *FS) readBlock(blk uint64, what string) ([]byte, error) {
 	if blk >= f.sb.BlocksCount() || (blk == 0 && f.blockSize > 1024 && what != "boot block") {
 		return nil, &CorruptError{What: what, Block: int64(blk), Detail: fmt.Sprintf("block number outside the filesystem (%d blocks)", f.sb.BlocksCount())}
 	}
-	b := make([]byte, f.blockSize)
-	if err := f.readFull(b, int64(blk)*f.blockSize, what); err != nil {
-		return nil, err
+	b, err := f.tm.Read(blk)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	return b, nil
 }
@@ -198,47 +221,73 @@ func (f *FS) loadGroups() error {
 	return nil
 }
 
-// Close releases the filesystem. Files opened from it must not be used
-// afterwards.
+// Close writes back every change (for a writable filesystem, which it
+// then marks clean) and releases the device. Files opened from the
+// filesystem must not be used afterwards.
 func (f *FS) Close() error {
-	return f.dev.Close()
+	var err error
+	if f.w != nil {
+		err = f.closeWriter()
+	}
+	if e := f.dev.Close(); err == nil {
+		err = e
+	}
+	return err
 }
 
 // BlockSize returns the filesystem's block size in bytes.
 func (f *FS) BlockSize() int { return int(f.blockSize) }
 
-// node is an inode read from the inode table. Its fields are immutable;
-// the block map is built once, on first use.
+// node is an in-memory inode. There is at most one node per inode number
+// while anyone holds it (see inodeCache), so every change to an inode is
+// made to the one node that readers see.
+//
+// mu is the inode's lock (the kernel's i_rwsem): changes to the inode, its
+// block map and its data hold it exclusively; data reads hold it shared, so
+// a read never sees blocks a concurrent truncate is freeing. The current
+// inode is an immutable value replaced as a whole under mu, so stat-like
+// readers load it without locking.
 type node struct {
 	ino uint32
-	in  *inode.Inode
+	mu  sync.RWMutex
 
-	mapOnce sync.Once
-	runs    []run // the file's mapped blocks in logical order
-	mapErr  error
+	cur     atomic.Pointer[inode.Inode]
+	mapping atomic.Pointer[mapState] // block runs built from cur; nil until built or after a change
+
+	opens    atomic.Int32 // open *File handles (an unlinked inode lives until the last closes)
+	orphan   bool         // unlinked while open, on the orphan list; mu
+	allocDir atomic.Pointer[ialloc.Dir] // the inode allocator's state of a directory
 }
 
-func (n *node) isDir() bool     { return n.in.IsDir() }
-func (n *node) isSymlink() bool { return n.in.IsSymlink() }
-func (n *node) isRegular() bool { return n.in.IsRegular() }
+// mapState is a node's block map as built for one inode version.
+type mapState struct {
+	runs []run
+	err  error
+}
+
+func newNode(ino uint32, in *inode.Inode) *node {
+	n := &node{ino: ino}
+	n.cur.Store(in)
+	return n
+}
+
+// in returns the current inode. The value must not be changed: writers
+// copy it, change the copy and call setInode.
+func (n *node) in() *inode.Inode { return n.cur.Load() }
+
+func (n *node) isDir() bool     { return n.in().IsDir() }
+func (n *node) isSymlink() bool { return n.in().IsSymlink() }
+func (n *node) isRegular() bool { return n.in().IsRegular() }
 func (n *node) size() int64 {
-	if n.in.Size > 1<<62 {
+	if n.in().Size > 1<<62 {
 		return 1 << 62
 	}
-	return int64(n.in.Size)
+	return int64(n.in().Size)
 }
 
 // inode returns inode ino, from the cache or the inode table.
 func (f *FS) inode(ino uint32) (*node, error) {
-	if n := f.cache.get(ino); n != nil {
-		return n, nil
-	}
-	n, err := f.readInode(ino)
-	if err != nil {
-		return nil, err
-	}
-	f.cache.put(n)
-	return n, nil
+	return f.cache.getOrLoad(ino, func() (*node, error) { return f.readInode(ino) })
 }
 
 // readInode reads and checks inode ino (kernel: __ext4_iget).
@@ -254,8 +303,13 @@ func (f *FS) readInode(ino uint32) (*node, error) {
 		return nil, &CorruptError{What: "inode table", Block: int64(blk), Ino: ino, Detail: "outside the filesystem"}
 	}
 	raw := make([]byte, f.inodeSize)
-	if err := f.readFull(raw, int64(blk)*f.blockSize+int64(byteOff%uint64(f.blockSize)), "inode table"); err != nil {
-		return nil, err
+	off := byteOff % uint64(f.blockSize)
+	err := f.tm.View(blk, func(b []byte) error {
+		copy(raw, b[off:])
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read inode %d: %w", ino, err)
 	}
 	if f.csum && !f.opts.IgnoreChecksums {
 		if err := inode.Verify(f.seed, ino, raw); err != nil {
@@ -269,12 +323,12 @@ func (f *FS) readInode(ino uint32) (*node, error) {
 	if in.LinksCount == 0 && in.Mode == 0 && ino >= f.sb.FirstInode() {
 		return nil, &CorruptError{What: "inode", Block: int64(blk), Ino: ino, Detail: "referenced but not in use"}
 	}
-	return &node{ino: ino, in: in}, nil
+	return newNode(ino, in), nil
 }
 
 // stat builds the public view of n.
 func (n *node) stat(f *FS) *Stat {
-	in := n.in
+	in := n.in()
 	st := &Stat{
 		Ino:        n.ino,
 		Mode:       in.Mode,

@@ -17,6 +17,10 @@ type File struct {
 	n    *node
 	name string
 
+	writable bool // opened with O_WRONLY or O_RDWR
+	readable bool
+	append   bool // O_APPEND: every Write goes to the end
+
 	mu      sync.Mutex // protects off, dir and closed
 	off     int64
 	dir     []fs.DirEntry // directory entries not yet returned; nil until first ReadDir
@@ -61,7 +65,10 @@ func (f *File) Read(p []byte) (int, error) {
 	if f.n.isDir() {
 		return 0, &fs.PathError{Op: "read", Path: f.name, Err: syscall.EISDIR}
 	}
-	n, err := f.fsys.readAt(f.n, p, f.off)
+	if !f.readable {
+		return 0, &fs.PathError{Op: "read", Path: f.name, Err: syscall.EBADF}
+	}
+	n, err := f.fsys.readLocked(f.n, p, f.off)
 	f.off += int64(n)
 	if err != nil && err != io.EOF {
 		err = &fs.PathError{Op: "read", Path: f.name, Err: err}
@@ -81,7 +88,10 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, &fs.PathError{Op: "read", Path: f.name, Err: fs.ErrInvalid}
 	}
-	n, err := f.fsys.readAt(f.n, p, off)
+	if !f.readable {
+		return 0, &fs.PathError{Op: "read", Path: f.name, Err: syscall.EBADF}
+	}
+	n, err := f.fsys.readLocked(f.n, p, off)
 	if err != nil && err != io.EOF {
 		err = &fs.PathError{Op: "read", Path: f.name, Err: err}
 	}
@@ -135,7 +145,9 @@ func (f *File) ReadDir(count int) ([]fs.DirEntry, error) {
 		return nil, &fs.PathError{Op: "readdir", Path: f.name, Err: syscall.ENOTDIR}
 	}
 	if !f.dirRead {
+		f.n.mu.RLock()
 		ents, err := f.fsys.readDir(f.n)
+		f.n.mu.RUnlock()
 		if err != nil {
 			return nil, &fs.PathError{Op: "readdir", Path: f.name, Err: err}
 		}
@@ -159,7 +171,8 @@ func (f *File) ReadDir(count int) ([]fs.DirEntry, error) {
 	return ents, nil
 }
 
-// Close releases the file. Closing twice returns an error.
+// Close releases the file. Closing twice returns an error. The last close
+// of a file that was unlinked while open frees it.
 func (f *File) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -167,6 +180,9 @@ func (f *File) Close() error {
 		return &fs.PathError{Op: "close", Path: f.name, Err: fs.ErrClosed}
 	}
 	f.closed = true
+	if err := f.fsys.release(f.n, f.writable); err != nil {
+		return &fs.PathError{Op: "close", Path: f.name, Err: err}
+	}
 	return nil
 }
 

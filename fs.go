@@ -29,7 +29,13 @@ func (f *FS) Open(name string) (fs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &File{fsys: f, n: n, name: name}, nil
+	return f.newFile(n, name, true, false, false), nil
+}
+
+// newFile returns an open File of n.
+func (f *FS) newFile(n *node, name string, readable, writable, appendOnly bool) *File {
+	n.opens.Add(1)
+	return &File{fsys: f, n: n, name: name, readable: readable, writable: writable, append: appendOnly}
 }
 
 // Stat returns the FileInfo of the named file, following symbolic links.
@@ -77,7 +83,9 @@ func (f *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 	if !n.isDir() {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: syscall.ENOTDIR}
 	}
+	n.mu.RLock()
 	ents, err := f.readDir(n)
+	n.mu.RUnlock()
 	if err != nil {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: err}
 	}
@@ -99,7 +107,7 @@ func (f *FS) ReadFile(name string) ([]byte, error) {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: errors.New("file too large")}
 	}
 	buf := make([]byte, size)
-	m, err := f.readAt(n, buf, 0)
+	m, err := f.readLocked(n, buf, 0)
 	if err != nil && err != io.EOF {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
 	}
@@ -147,7 +155,9 @@ func (f *FS) resolve(op, name string, followLast bool) (*node, error) {
 			}
 			continue
 		}
+		cur.mu.RLock()
 		ino, err := f.lookup(cur, elem)
+		cur.mu.RUnlock()
 		if err != nil {
 			return fail(err)
 		}

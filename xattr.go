@@ -31,13 +31,13 @@ func (f *FS) xattrEntries(n *node) ([]xattr.Entry, error) {
 	opts := f.xattrOptions()
 	var out []xattr.Entry
 	if f.inodeSize > inode.GoodOldSize {
-		es, err := xattr.DecodeInode(n.in.Raw, int(n.in.ExtraIsize), opts)
+		es, err := xattr.DecodeInode(n.in().Raw, int(n.in().ExtraIsize), opts)
 		if err != nil {
 			return nil, fserr.At(err, -1, n.ino)
 		}
 		out = append(out, es...)
 	}
-	if blk := n.in.ACLBlock(f.is64); blk != 0 {
+	if blk := n.in().ACLBlock(f.is64); blk != 0 {
 		b, err := f.readBlock(blk, "xattr block")
 		if err != nil {
 			return nil, fserr.At(err, int64(blk), n.ino)
@@ -75,7 +75,7 @@ func (f *FS) eaInodeValue(owner *node, e xattr.Entry) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !vn.in.HasFlag(inode.FlagEAInode) || !vn.isRegular() || vn.in.Size != uint64(e.ValueSize) {
+	if !vn.in().HasFlag(inode.FlagEAInode) || !vn.isRegular() || vn.in().Size != uint64(e.ValueSize) {
 		return nil, &CorruptError{What: "EA inode", Block: -1, Ino: e.ValueInum, Detail: fmt.Sprintf("not a value of inode %d's xattrs", owner.ino)}
 	}
 	v := make([]byte, e.ValueSize)
@@ -160,7 +160,7 @@ func (f *FS) inlineValue(n *node) ([]byte, error) {
 	if f.inodeSize <= inode.GoodOldSize {
 		return nil, &CorruptError{What: "inline data", Block: -1, Ino: n.ino, Detail: "128-byte inode cannot hold system.data"}
 	}
-	es, err := xattr.DecodeInode(n.in.Raw, int(n.in.ExtraIsize), f.xattrOptions())
+	es, err := xattr.DecodeInode(n.in().Raw, int(n.in().ExtraIsize), f.xattrOptions())
 	if err != nil {
 		return nil, fserr.At(err, -1, n.ino)
 	}
@@ -182,8 +182,8 @@ func (f *FS) inlineData(n *node) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	data := make([]byte, 0, len(n.in.Block)+len(ea))
-	data = append(append(data, n.in.Block[:]...), ea...)
+	data := make([]byte, 0, len(n.in().Block)+len(ea))
+	data = append(append(data, n.in().Block[:]...), ea...)
 	if int64(len(data)) > n.size() {
 		data = data[:n.size()]
 	}
@@ -196,7 +196,7 @@ func (f *FS) inlineDir(n *node) (*dir.Inline, error) {
 	if err != nil {
 		return nil, err
 	}
-	in, err := dir.ParseInline(n.in.Block[:], ea, f.dirFormat())
+	in, err := dir.ParseInline(n.in().Block[:], ea, f.dirFormat())
 	if err != nil {
 		return nil, fserr.At(err, -1, n.ino)
 	}

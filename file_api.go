@@ -1,0 +1,139 @@
+package ext4go
+
+import (
+	"io"
+	"io/fs"
+	"syscall"
+)
+
+// Write writes p at the current offset (at the end with O_APPEND).
+func (f *File) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.checkWrite("write"); err != nil {
+		return 0, err
+	}
+	fsys, n := f.fsys, f.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if f.append {
+		f.off = n.size()
+	}
+	m, err := fsys.writeAt(n, p, f.off, true)
+	f.off += int64(m)
+	if err != nil {
+		return m, &fs.PathError{Op: "write", Path: f.name, Err: err}
+	}
+	return m, nil
+}
+
+// WriteAt writes p at off. It is not allowed on a file opened with
+// O_APPEND, as with os.File.
+func (f *File) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.checkOpen("write"); err != nil {
+		return 0, err
+	}
+	if err := f.checkWrite("write"); err != nil {
+		return 0, err
+	}
+	if f.append {
+		return 0, &fs.PathError{Op: "write", Path: f.name, Err: syscall.EINVAL}
+	}
+	n := f.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	m, err := f.fsys.writeAt(n, p, off, true)
+	if err != nil {
+		return m, &fs.PathError{Op: "write", Path: f.name, Err: err}
+	}
+	return m, nil
+}
+
+// WriteString is Write of a string.
+func (f *File) WriteString(s string) (int, error) { return f.Write([]byte(s)) }
+
+// ReadFrom copies r into the file at the current offset, in large writes.
+func (f *File) ReadFrom(r io.Reader) (int64, error) {
+	buf := make([]byte, 1<<20)
+	var total int64
+	for {
+		m, err := io.ReadFull(r, buf)
+		if m > 0 {
+			w, werr := f.Write(buf[:m])
+			total += int64(w)
+			if werr != nil {
+				return total, werr
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+func (f *File) checkWrite(op string) error {
+	if f.fsys.w == nil {
+		return &fs.PathError{Op: op, Path: f.name, Err: ErrReadOnly}
+	}
+	if !f.writable {
+		return &fs.PathError{Op: op, Path: f.name, Err: syscall.EBADF}
+	}
+	return nil
+}
+
+// Truncate changes the file's size, freeing the blocks past a smaller size;
+// a larger size reads as zeros.
+func (f *File) Truncate(size int64) error {
+	if err := f.checkOpen("truncate"); err != nil {
+		return err
+	}
+	if err := f.checkWrite("truncate"); err != nil {
+		return err
+	}
+	n := f.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := f.fsys.truncate(n, size); err != nil {
+		return &fs.PathError{Op: "truncate", Path: f.name, Err: err}
+	}
+	return nil
+}
+
+// Fallocate changes the space of [off, off+length) as fallocate(2): mode 0
+// allocates (reads as zeros, size grows), FallocKeepSize allocates without
+// changing the size, FallocPunchHole|FallocKeepSize frees the range, and
+// FallocZeroRange (optionally with FallocKeepSize) makes it read as zeros
+// keeping it allocated.
+func (f *File) Fallocate(mode int, off, length int64) error {
+	if err := f.checkOpen("fallocate"); err != nil {
+		return err
+	}
+	if err := f.checkWrite("fallocate"); err != nil {
+		return err
+	}
+	n := f.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := f.fsys.fallocate(n, mode, off, length); err != nil {
+		return &fs.PathError{Op: "fallocate", Path: f.name, Err: err}
+	}
+	return nil
+}
+
+// Sync writes the filesystem's changes to the device (all of them: ext4go
+// commits whole transactions, like fsync on a journalled ext4).
+func (f *File) Sync() error {
+	if err := f.checkOpen("sync"); err != nil {
+		return err
+	}
+	if err := f.fsys.Sync(); err != nil {
+		return &fs.PathError{Op: "sync", Path: f.name, Err: err}
+	}
+	return nil
+}
+
+// Name returns the name the file was opened with.
+func (f *File) Name() string { return f.name }

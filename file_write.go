@@ -1,0 +1,531 @@
+package ext4go
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/ext4go/ext4go/internal/extent"
+	"github.com/ext4go/ext4go/internal/inode"
+	"github.com/ext4go/ext4go/internal/mballoc"
+	"github.com/ext4go/ext4go/internal/super"
+)
+
+// maxAllocChunk bounds one allocation (and so one transaction handle) of a
+// large write: an extent holds at most 32768 blocks anyway.
+const maxAllocChunk = 32768
+
+// extStore is the extent editor's view of the filesystem inside one
+// handle. It counts the blocks the tree gains and loses, for i_blocks.
+type extStore struct {
+	f     *FS
+	h     handle
+	ino   uint32
+	delta int64 // blocks allocated minus blocks freed
+}
+
+func (s *extStore) ReadNode(pblk uint64) ([]byte, error) { return s.f.readBlock(pblk, "extent tree block") }
+
+func (s *extStore) WriteNode(pblk uint64, b []byte) error {
+	return s.h.Modify(pblk, func(dst []byte) error {
+		copy(dst, b)
+		return nil
+	})
+}
+
+func (s *extStore) AllocNode(goal uint64) (uint64, error) {
+	e, err := s.f.w.balloc.Allocate(s.h, mballoc.Request{Inode: s.ino, Len: 1, Goal: goal})
+	if err != nil {
+		return 0, err
+	}
+	s.delta++
+	return e.Start, nil
+}
+
+func (s *extStore) FreeNode(pblk uint64) error {
+	s.h.Forget(pblk)
+	if err := s.f.w.balloc.Free(s.h, pblk, 1, mballoc.FreeMetadata); err != nil {
+		return err
+	}
+	s.delta--
+	return nil
+}
+
+func (s *extStore) FreeData(pblk uint64, n uint32) error {
+	if err := s.f.w.balloc.Free(s.h, pblk, uint64(n), 0); err != nil {
+		return err
+	}
+	s.delta -= int64(n)
+	return nil
+}
+
+// editor returns an extent editor over in's i_block.
+func (f *FS) editor(n *node, in *inode.Inode, s *extStore) *extent.Editor {
+	return &extent.Editor{
+		Root: &in.Block, Store: s, BlockSize: int(f.blockSize),
+		Csum: f.csum, Seed: inode.Seed(f.seed, n.ino, in.Generation), Ino: n.ino,
+		FirstDataBlock: uint64(f.sb.FirstDataBlock), BlocksCount: f.sb.BlocksCount(),
+	}
+}
+
+// addBlocks moves in's i_blocks by delta filesystem blocks.
+func (f *FS) addBlocks(in *inode.Inode, delta int64) error {
+	sectors := int64(in.Sectors(uint32(f.blockSize), f.hugeFile)) + delta*(f.blockSize/512)
+	if sectors < 0 {
+		return &CorruptError{What: "inode", Block: -1, Detail: "i_blocks below zero"}
+	}
+	return in.SetSectors(uint64(sectors), uint32(f.blockSize), f.hugeFile)
+}
+
+// maxFileSize is the largest size of an extent-mapped file (kernel:
+// ext4_max_size): 2^32-1 blocks.
+func (f *FS) maxFileSize() int64 { return (1<<32 - 1) * f.blockSize }
+
+// checkDataWritable refuses data changes ext4go cannot make to n.
+func (f *FS) checkDataWritable(n *node) error {
+	in := n.in()
+	switch {
+	case !in.IsRegular():
+		return syscall.EINVAL
+	case in.HasFlag(inode.FlagImmutable):
+		return syscall.EPERM
+	case in.HasFlag(inode.FlagVerity) || in.HasFlag(inode.FlagEncrypt):
+		return syscall.EPERM
+	}
+	if in.HasFlag(inode.FlagInlineData) {
+		return nil // converted on the first write
+	}
+	if !in.HasFlag(inode.FlagExtents) {
+		return &UnsupportedError{Feature: "writing block-mapped (ext2/ext3) files", Detail: fmt.Sprintf("inode %d has no extent tree", n.ino)}
+	}
+	return nil
+}
+
+// writeAt writes p at off into regular file n, allocating blocks for holes
+// and converting unwritten extents it writes into. n.mu must be held
+// exclusively. It returns the bytes written (all of p unless an error).
+func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite bool) (int, error) {
+	if err := f.checkDataWritable(n); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, syscall.EINVAL
+	}
+	end := off + int64(len(p))
+	if end > f.maxFileSize() || end < off {
+		return 0, syscall.EFBIG
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if n.in().HasFlag(inode.FlagInlineData) {
+		if err := f.uninlineFile(n); err != nil {
+			return 0, err
+		}
+	}
+	bs := f.blockSize
+	done := 0
+	for done < len(p) {
+		pos := off + int64(done)
+		m, err := f.writeChunk(n, p[done:], pos, openForWrite)
+		done += m
+		if err != nil {
+			if done > 0 {
+				f.extendSize(n, off+int64(done))
+			}
+			return done, err
+		}
+	}
+	_ = bs
+	return done, f.extendSize(n, end)
+}
+
+// extendSize raises i_size to at least size and sets mtime and ctime.
+func (f *FS) extendSize(n *node, size int64) error {
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	in := editInode(n)
+	if uint64(size) > in.Size {
+		in.Size = uint64(size)
+	}
+	now := inode.FromTime(time.Now())
+	in.Mtime, in.Ctime = now, now
+	return f.setInode(h, n, in)
+}
+
+// writeChunk writes the part of p at pos that one mapping covers: an
+// existing extent, or a hole it allocates blocks for. It returns the bytes
+// written.
+func (f *FS) writeChunk(n *node, p []byte, pos int64, openForWrite bool) (int, error) {
+	bs := f.blockSize
+	lblk := uint64(pos / bs)
+	lastBlk := uint64((pos + int64(len(p)) - 1) / bs)
+	in := editInode(n)
+	h, err := f.begin()
+	if err != nil {
+		return 0, err
+	}
+	defer h.End()
+	s := &extStore{f: f, h: h, ino: n.ino}
+	ed := f.editor(n, in, s)
+	mp, err := ed.Tree().Lookup(uint32(lblk))
+	if err != nil {
+		return 0, err
+	}
+	if !mp.Hole() {
+		nblk := min(mp.Len, lastBlk-lblk+1)
+		m := min(int64(len(p)), int64(lblk+nblk)*bs-pos)
+		if err := f.writeData(mp.Physical, lblk, p[:m], pos, mp.Unwritten); err != nil {
+			return 0, err
+		}
+		if mp.Unwritten {
+			if err := ed.Convert(uint32(lblk), uint32(nblk), true); err != nil {
+				return 0, err
+			}
+			if err := f.addBlocks(in, s.delta); err != nil {
+				return 0, err
+			}
+			if err := f.setInode(h, n, in); err != nil {
+				return 0, err
+			}
+		}
+		return int(m), nil
+	}
+	want := min(mp.Len, lastBlk-lblk+1, maxAllocChunk)
+	req := mballoc.Request{
+		Inode: n.ino, Logical: lblk, Len: uint32(want), Flags: mballoc.FlagData,
+		FileSize: in.Size, OpenForWrite: openForWrite,
+	}
+	f.setNeighbours(ed, &req)
+	ext, err := f.allocData(h, req)
+	if err != nil {
+		return 0, err
+	}
+	m := min(int64(len(p)), int64(lblk+uint64(ext.Len))*bs-pos)
+	if err := f.writeData(ext.Start, lblk, p[:m], pos, true); err != nil {
+		f.w.balloc.Free(h, ext.Start, uint64(ext.Len), 0)
+		return 0, err
+	}
+	if err := ed.Insert(extent.Extent{Logical: uint32(lblk), Len: ext.Len, Start: ext.Start}); err != nil {
+		f.w.balloc.Free(h, ext.Start, uint64(ext.Len), 0)
+		return 0, err
+	}
+	if err := f.addBlocks(in, s.delta+int64(ext.Len)); err != nil {
+		return 0, err
+	}
+	if uint64(pos+m) > in.Size {
+		in.Size = uint64(pos + m)
+	}
+	return int(m), f.setInode(h, n, in)
+}
+
+// setNeighbours fills req's neighbour hints from the extent tree.
+func (f *FS) setNeighbours(ed *extent.Editor, req *mballoc.Request) {
+	left, right, err := ed.Neighbours(uint32(req.Logical))
+	if err != nil {
+		return
+	}
+	if left != nil {
+		req.LeftLogical = uint64(left.Logical) + uint64(left.Len) - 1
+		req.LeftPhysical = left.Start + uint64(left.Len) - 1
+	}
+	if right != nil {
+		req.RightLogical = uint64(right.Logical)
+		req.RightPhysical = right.Start
+	}
+}
+
+// allocData allocates data blocks, committing once to release blocks
+// freed by uncommitted transactions when the disk looks full.
+func (f *FS) allocData(h handle, req mballoc.Request) (mballoc.Extent, error) {
+	ext, err := f.w.balloc.Allocate(h, req)
+	var ns *mballoc.NoSpaceError
+	if errors.As(err, &ns) {
+		return ext, syscall.ENOSPC
+	}
+	return ext, err
+}
+
+// writeData writes p, the file bytes at pos, into the blocks from pblk
+// (which maps logical block lblk). When fresh, the blocks hold no data
+// yet: the parts of the first and last block that p does not cover are
+// written as zeros.
+func (f *FS) writeData(pblk, lblk uint64, p []byte, pos int64, fresh bool) error {
+	bs := f.blockSize
+	start := int64(pblk)*bs + (pos - int64(lblk)*bs)
+	if !fresh {
+		_, err := f.dev.WriteAt(p, start)
+		return err
+	}
+	head := pos % bs
+	tail := (bs - (pos+int64(len(p)))%bs) % bs
+	if head == 0 && tail == 0 {
+		_, err := f.dev.WriteAt(p, start)
+		return err
+	}
+	buf := make([]byte, head+int64(len(p))+tail)
+	copy(buf[head:], p)
+	_, err := f.dev.WriteAt(buf, start-head)
+	return err
+}
+
+// zeroData writes zeros over file bytes [from, to) where they are mapped
+// and written (used for the partial blocks at the edges of truncates and
+// punches).
+func (f *FS) zeroData(n *node, in *inode.Inode, from, to int64) error {
+	if from >= to {
+		return nil
+	}
+	bs := f.blockSize
+	s := &extStore{f: f}
+	ed := f.editor(n, in, s)
+	for pos := from; pos < to; {
+		lblk := uint64(pos / bs)
+		mp, err := ed.Tree().Lookup(uint32(lblk))
+		if err != nil {
+			return err
+		}
+		chunk := min(to-pos, int64(lblk+mp.Len)*bs-pos)
+		if !mp.Hole() && !mp.Unwritten {
+			zeros := make([]byte, chunk)
+			if _, err := f.dev.WriteAt(zeros, int64(mp.Physical)*bs+pos%bs); err != nil {
+				return err
+			}
+		}
+		pos += chunk
+	}
+	return nil
+}
+
+// truncate sets the size of regular file n, freeing blocks past it. n.mu
+// must be held exclusively.
+func (f *FS) truncate(n *node, size int64) error {
+	if err := f.checkDataWritable(n); err != nil {
+		return err
+	}
+	if size < 0 {
+		return syscall.EINVAL
+	}
+	if size > f.maxFileSize() {
+		return syscall.EFBIG
+	}
+	if n.in().HasFlag(inode.FlagInlineData) {
+		if err := f.uninlineFile(n); err != nil {
+			return err
+		}
+	}
+	f.w.balloc.DiscardInodePrealloc(n.ino)
+	bs := f.blockSize
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	in := editInode(n)
+	if size < int64(in.Size) {
+		// Keep "bytes past i_size in the last block are zero" true.
+		if size%bs != 0 {
+			if err := f.zeroData(n, in, size, min(int64(in.Size), (size/bs+1)*bs)); err != nil {
+				return err
+			}
+		}
+		s := &extStore{f: f, h: h, ino: n.ino}
+		first := uint64((size + bs - 1) / bs)
+		if first < extent.MaxLogical {
+			if err := f.editor(n, in, s).Remove(uint32(first), extent.MaxLogical); err != nil {
+				return err
+			}
+		}
+		if err := f.addBlocks(in, s.delta); err != nil {
+			return err
+		}
+	}
+	in.Size = uint64(size)
+	now := inode.FromTime(time.Now())
+	in.Mtime, in.Ctime = now, now
+	return f.setInode(h, n, in)
+}
+
+// Fallocate modes (Linux FALLOC_FL_*).
+const (
+	FallocKeepSize  = 0x01
+	FallocPunchHole = 0x02
+	FallocZeroRange = 0x10
+)
+
+// fallocate implements File.Fallocate; n.mu must be held exclusively.
+func (f *FS) fallocate(n *node, mode int, off, length int64) error {
+	if err := f.checkDataWritable(n); err != nil {
+		return err
+	}
+	if off < 0 || length <= 0 {
+		return syscall.EINVAL
+	}
+	end := off + length
+	if end > f.maxFileSize() || end < off {
+		return syscall.EFBIG
+	}
+	if mode&^(FallocKeepSize|FallocPunchHole|FallocZeroRange) != 0 {
+		return &UnsupportedError{Feature: fmt.Sprintf("fallocate mode %#x", mode)}
+	}
+	if mode&FallocPunchHole != 0 && (mode&FallocKeepSize == 0 || mode&FallocZeroRange != 0) {
+		return syscall.EINVAL // as Linux: punch needs KEEP_SIZE, excludes ZERO_RANGE
+	}
+	if n.in().HasFlag(inode.FlagInlineData) {
+		if err := f.uninlineFile(n); err != nil {
+			return err
+		}
+	}
+	f.w.balloc.DiscardInodePrealloc(n.ino)
+	bs := f.blockSize
+	firstFull := uint64((off + bs - 1) / bs)
+	endFull := uint64(end / bs) // whole blocks [firstFull, endFull)
+	switch {
+	case mode&FallocPunchHole != 0:
+		if end > int64(n.in().Size) {
+			end = int64(n.in().Size)
+		}
+		return f.punch(n, off, end)
+	case mode&FallocZeroRange != 0:
+		if err := f.zeroRange(n, off, end, firstFull, endFull); err != nil {
+			return err
+		}
+	}
+	// Allocate unwritten extents over every hole in the range.
+	first, last := uint64(off/bs), uint64((end-1)/bs)
+	for lblk := first; lblk <= last; {
+		adv, err := f.fallocChunk(n, lblk, last)
+		if err != nil {
+			return err
+		}
+		lblk += adv
+	}
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	in := editInode(n)
+	if mode&FallocKeepSize == 0 && uint64(end) > in.Size {
+		in.Size = uint64(end)
+	}
+	in.Ctime = inode.FromTime(time.Now())
+	if mode&FallocZeroRange != 0 {
+		in.Mtime = in.Ctime
+	}
+	return f.setInode(h, n, in)
+}
+
+// fallocChunk maps the hole at lblk (up to last) with unwritten blocks, or
+// skips the extent there. It returns how many blocks it advanced.
+func (f *FS) fallocChunk(n *node, lblk, last uint64) (uint64, error) {
+	in := editInode(n)
+	h, err := f.begin()
+	if err != nil {
+		return 0, err
+	}
+	defer h.End()
+	s := &extStore{f: f, h: h, ino: n.ino}
+	ed := f.editor(n, in, s)
+	mp, err := ed.Tree().Lookup(uint32(lblk))
+	if err != nil {
+		return 0, err
+	}
+	want := min(mp.Len, last-lblk+1)
+	if !mp.Hole() {
+		return want, nil
+	}
+	req := mballoc.Request{Inode: n.ino, Logical: lblk, Len: uint32(min(want, extent.UnwrittenMaxLen)), Flags: mballoc.FlagData, FileSize: in.Size}
+	f.setNeighbours(ed, &req)
+	ext, err := f.allocData(h, req)
+	if err != nil {
+		return 0, err
+	}
+	if err := ed.Insert(extent.Extent{Logical: uint32(lblk), Len: ext.Len, Start: ext.Start, Unwritten: true}); err != nil {
+		f.w.balloc.Free(h, ext.Start, uint64(ext.Len), 0)
+		return 0, err
+	}
+	if err := f.addBlocks(in, s.delta+int64(ext.Len)); err != nil {
+		return 0, err
+	}
+	return uint64(ext.Len), f.setInode(h, n, in)
+}
+
+// punch frees the blocks wholly inside [off, end) and zeros the partial
+// blocks at its edges.
+func (f *FS) punch(n *node, off, end int64) error {
+	if off >= end {
+		return nil
+	}
+	bs := f.blockSize
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	in := editInode(n)
+	firstFull := (off + bs - 1) / bs
+	endFull := end / bs
+	if firstFull > endFull { // inside one block
+		if err := f.zeroData(n, in, off, end); err != nil {
+			return err
+		}
+	} else {
+		if err := f.zeroData(n, in, off, firstFull*bs); err != nil {
+			return err
+		}
+		if err := f.zeroData(n, in, endFull*bs, end); err != nil {
+			return err
+		}
+		if firstFull < endFull {
+			s := &extStore{f: f, h: h, ino: n.ino}
+			if err := f.editor(n, in, s).Remove(uint32(firstFull), uint32(endFull)); err != nil {
+				return err
+			}
+			if err := f.addBlocks(in, s.delta); err != nil {
+				return err
+			}
+		}
+	}
+	now := inode.FromTime(time.Now())
+	in.Mtime, in.Ctime = now, now
+	return f.setInode(h, n, in)
+}
+
+// zeroRange makes [off, end) read as zeros: whole written blocks become
+// unwritten, partial edge blocks are zeroed in place.
+func (f *FS) zeroRange(n *node, off, end int64, firstFull, endFull uint64) error {
+	bs := f.blockSize
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	in := editInode(n)
+	if firstFull > endFull {
+		return f.zeroData(n, in, off, end)
+	}
+	if err := f.zeroData(n, in, off, int64(firstFull)*bs); err != nil {
+		return err
+	}
+	if err := f.zeroData(n, in, int64(endFull)*bs, end); err != nil {
+		return err
+	}
+	if firstFull < endFull {
+		s := &extStore{f: f, h: h, ino: n.ino}
+		if err := f.editor(n, in, s).Convert(uint32(firstFull), uint32(endFull-firstFull), false); err != nil {
+			return err
+		}
+		if err := f.addBlocks(in, s.delta); err != nil {
+			return err
+		}
+		return f.setInode(h, n, in)
+	}
+	return nil
+}
+
+var _ = super.Size

@@ -1,0 +1,292 @@
+package ext4go
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/ext4go/ext4go/internal/extent"
+	"github.com/ext4go/ext4go/internal/ialloc"
+	"github.com/ext4go/ext4go/internal/inode"
+	"github.com/ext4go/ext4go/internal/mballoc"
+	"github.com/ext4go/ext4go/internal/super"
+	"github.com/ext4go/ext4go/internal/xattr"
+)
+
+// dirState returns the inode allocator's state for directory n, made on
+// first use. n.mu must be held.
+func (f *FS) dirState(n *node) *ialloc.Dir {
+	if d := n.allocDir.Load(); d != nil {
+		return d
+	}
+	group, _, _ := f.sb.GroupOfInode(n.ino)
+	d := ialloc.NewDir(n.ino, group, n.ino == rootIno, n.in().HasFlag(inode.FlagTopDir))
+	if n.allocDir.CompareAndSwap(nil, d) {
+		return d
+	}
+	return n.allocDir.Load()
+}
+
+// newInode allocates and initialises an inode of the given mode in h, for
+// an entry called name in directory parent (whose mu is held). The new
+// node is returned with one link for files and two for directories.
+func (f *FS) newInode(h handle, parent *node, name string, mode uint16, uid, gid uint32) (*node, error) {
+	isDir := mode&0xF000 == 0x4000
+	ino, err := f.w.ialloc.Allocate(h, f.dirState(parent), isDir, []byte(name))
+	if err != nil {
+		return nil, err
+	}
+	now := inode.FromTime(time.Now())
+	in := &inode.Inode{
+		Mode: mode, UID: uid, GID: gid,
+		Atime: now, Ctime: now, Mtime: now, Crtime: now,
+		LinksCount: 1,
+		Generation: randomUint32(),
+		Raw:        make([]byte, f.inodeSize),
+	}
+	if isDir {
+		in.LinksCount = 2
+	}
+	if f.inodeSize > inode.GoodOldSize {
+		in.ExtraIsize = max(f.sb.WantExtraIsize, inode.ExtraSize)
+		if int(in.ExtraIsize) > f.inodeSize-inode.GoodOldSize {
+			in.ExtraIsize = uint16(f.inodeSize - inode.GoodOldSize)
+		}
+	}
+	// Inherit the flags the kernel passes down (ext4_mask_flags).
+	const inherited = inode.FlagSync | inode.FlagNoDump | inode.FlagNoAtime | inode.FlagDirSync |
+		inode.FlagJournalData | inode.FlagProjInherit
+	in.Flags = parent.in().Flags & inherited
+	if !isDir {
+		in.Flags &^= inode.FlagDirSync
+	}
+	if parent.in().Mode&0o2000 != 0 { // setgid directory: group and (for dirs) the bit
+		in.GID = parent.in().GID
+		if isDir {
+			in.Mode |= 0o2000
+		}
+	}
+	kind := mode & 0xF000
+	if (kind == 0x8000 || kind == 0x4000 || kind == 0xA000) && f.sb.HasIncompat(super.IncompatExtents) {
+		in.Flags |= inode.FlagExtents
+		if err := extent.NewRoot().Encode(in.Block[:]); err != nil {
+			return nil, err
+		}
+	}
+	n := newNode(ino, nil)
+	if err := f.setInode(h, n, in); err != nil {
+		return nil, err
+	}
+	f.cache.put(n)
+	return n, nil
+}
+
+func randomUint32() uint32 {
+	var b [4]byte
+	rand.Read(b[:])
+	return binary.LittleEndian.Uint32(b[:])
+}
+
+// freeInode releases an inode with no links and no open files in a
+// handle of its own.
+func (f *FS) freeInode(n *node) error {
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	err = f.freeInodeIn(h, n)
+	if e := h.End(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// freeInodeIn releases an inode with no links and no open files, in h:
+// its blocks, its xattr block and the inode itself. n.mu must be held.
+func (f *FS) freeInodeIn(h handle, n *node) error {
+	f.w.balloc.DiscardInodePrealloc(n.ino)
+	in := editInode(n)
+	s := &extStore{f: f, h: h, ino: n.ino}
+	if in.HasFlag(inode.FlagExtents) && !in.HasFlag(inode.FlagInlineData) {
+		if err := f.editor(n, in, s).Remove(0, extent.MaxLogical); err != nil {
+			return err
+		}
+	} else if !in.HasFlag(inode.FlagInlineData) && f.hasBlockMap(n, in) {
+		return &UnsupportedError{Feature: "freeing block-mapped (ext2/ext3) files", Detail: fmt.Sprintf("inode %d", n.ino)}
+	}
+	if blk := in.ACLBlock(f.is64); blk != 0 {
+		if err := f.releaseXattrBlock(h, blk); err != nil {
+			return err
+		}
+		in.FileACL = 0
+	}
+	in.LinksCount = 0
+	in.Size = 0
+	in.Dtime = uint32(time.Now().Unix())
+	in.SetSectors(0, uint32(f.blockSize), f.hugeFile)
+	if err := f.setInode(h, n, in); err != nil {
+		return err
+	}
+	if err := f.w.ialloc.Free(h, n.ino, in.IsDir()); err != nil {
+		return err
+	}
+	f.cache.forget(n.ino)
+	return nil
+}
+
+// hasBlockMap reports whether a block-mapped inode maps any block (device
+// nodes and fast symlinks keep other things in i_block).
+func (f *FS) hasBlockMap(n *node, in *inode.Inode) bool {
+	switch in.FileType() {
+	case inode.TypeRegular, inode.TypeDir:
+		return in.Blocks != 0
+	case inode.TypeSymlink:
+		return !f.isFastSymlink(n)
+	}
+	return false
+}
+
+// releaseXattrBlock drops one reference to a shared xattr block, freeing
+// it with the last (kernel: ext4_xattr_release_block).
+func (f *FS) releaseXattrBlock(h handle, blk uint64) error {
+	free := false
+	err := h.Modify(blk, func(b []byte) error {
+		if f.csum && !f.opts.IgnoreChecksums {
+			if err := xattr.VerifyBlockChecksum(b, blk, f.seed); err != nil {
+				return err
+			}
+		}
+		hdr, _, err := xattr.DecodeBlock(b, f.xattrOptions())
+		if err != nil {
+			return err
+		}
+		if hdr.RefCount <= 1 {
+			free = true
+			return nil
+		}
+		binary.LittleEndian.PutUint32(b[4:], hdr.RefCount-1)
+		if f.csum {
+			xattr.SetBlockChecksum(b, blk, f.seed)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if free {
+		f.xattrCache.remove(blk)
+		h.Forget(blk)
+		return f.w.balloc.Free(h, blk, 1, mballoc.FreeMetadata)
+	}
+	return nil
+}
+
+// release ends one use of n by an open File; the last use of an inode
+// unlinked while open frees it.
+func (f *FS) release(n *node, wrote bool) error {
+	if n.opens.Add(-1) > 0 || f.w == nil {
+		return nil
+	}
+	if wrote {
+		f.w.balloc.DiscardInodePrealloc(n.ino)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.orphan || n.opens.Load() > 0 {
+		return nil
+	}
+	if err := f.removeOrphan(n); err != nil {
+		return err
+	}
+	return f.freeInode(n)
+}
+
+// addOrphan puts n, which has lost its last link while open, on the
+// orphan list, so that a crash before its last close frees it at the next
+// mount or fsck (kernel: ext4_orphan_add). n.mu must be held.
+func (f *FS) addOrphan(h handle, n *node) error {
+	w := f.w
+	w.orphanMu.Lock()
+	defer w.orphanMu.Unlock()
+	in := editInode(n)
+	w.sbMu.Lock()
+	in.Dtime = f.sb.LastOrphan
+	f.sb.LastOrphan = n.ino
+	w.sbMu.Unlock()
+	if err := f.setInode(h, n, in); err != nil {
+		return err
+	}
+	f.orphans = append([]*node{n}, f.orphans...)
+	n.orphan = true
+	return f.writeSuper(h)
+}
+
+// removeOrphan takes n off the orphan list (kernel: ext4_orphan_del).
+// n.mu must be held.
+func (f *FS) removeOrphan(n *node) error {
+	w := f.w
+	w.orphanMu.Lock()
+	defer w.orphanMu.Unlock()
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	i := 0
+	for i < len(f.orphans) && f.orphans[i] != n {
+		i++
+	}
+	if i == len(f.orphans) {
+		return fmt.Errorf("inode %d not on the orphan list", n.ino)
+	}
+	next := n.in().Dtime
+	if i == 0 {
+		w.sbMu.Lock()
+		f.sb.LastOrphan = next
+		w.sbMu.Unlock()
+		if err := f.writeSuper(h); err != nil {
+			return err
+		}
+	} else {
+		// The predecessor's lock is not held: only the orphan list (under
+		// orphanMu) uses the dtime of a linkless inode.
+		prev := f.orphans[i-1]
+		in := editInode(prev)
+		in.Dtime = next
+		if err := f.setInode(h, prev, in); err != nil {
+			return err
+		}
+	}
+	f.orphans = append(f.orphans[:i], f.orphans[i+1:]...)
+	n.orphan = false
+	return nil
+}
+
+// releaseOrphans frees every inode still on the orphan list (files
+// unlinked and still open when the filesystem is closed).
+func (f *FS) releaseOrphans() error {
+	for {
+		f.w.orphanMu.Lock()
+		if len(f.orphans) == 0 {
+			f.w.orphanMu.Unlock()
+			return nil
+		}
+		n := f.orphans[0]
+		f.w.orphanMu.Unlock()
+		n.mu.Lock()
+		err := f.removeOrphan(n)
+		if err == nil {
+			err = f.freeInode(n)
+		}
+		n.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// newExtentRoot makes in's i_block an empty extent tree.
+func newExtentRoot(in *inode.Inode) error {
+	return extent.NewRoot().Encode(in.Block[:])
+}

@@ -1,0 +1,168 @@
+package mballoc
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+	"unsafe"
+)
+
+type testTx uint64
+
+func (t testTx) ID() uint64 { return uint64(t) }
+
+// kernelGeometry is the fake filesystem of the kernel's mballoc-test.c:
+// 4 groups of 8192 blocks.
+func kernelGeometry(bs uint32) Geometry {
+	return Geometry{BlockSize: bs, BlocksPerGroup: 8192, BlocksCount: 4 * 8192}
+}
+
+func newBare(t testing.TB, gm Geometry, cfg Config) (*Allocator, *MemStore) {
+	t.Helper()
+	s, err := NewMemStore(gm, MemStoreOptions{Bare: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(gm, s, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, s
+}
+
+// TestNewBlocksSimple follows the kernel's test_new_blocks_simple: a block
+// at the goal, then after the goal, then in the next group, then wrapping
+// to the groups before the goal, then ENOSPC.
+func TestNewBlocksSimple(t *testing.T) {
+	for _, bs := range []uint32{1024, 4096} {
+		gm := kernelGeometry(bs)
+		s, _ := NewMemStore(gm, MemStoreOptions{Bare: true})
+		const goalGroup = 1
+		goal := uint64(goalGroup * 8192)
+		alloc := func() (Extent, error) {
+			a, err := New(gm, s, Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := a.Allocate(nil, Request{Len: 1, Goal: goal, Flags: FlagTryGoal})
+			if err == nil {
+				if err := a.CheckConsistency(); err != nil {
+					t.Fatalf("bs %d: %v", bs, err)
+				}
+			}
+			return e, err
+		}
+		check := func(what string, want uint64) {
+			t.Helper()
+			e, err := alloc()
+			if err != nil || e.Start != want || e.Len != 1 {
+				t.Fatalf("bs %d, %s: got %+v, %v; want block %d", bs, what, e, err, want)
+			}
+		}
+		check("goal", goal)
+		check("after goal", goal+1)
+		if err := s.MarkUsed(goal, 8192); err != nil {
+			t.Fatal(err)
+		}
+		check("next group", 2*8192)
+		if err := s.MarkUsed(2*8192, 2*8192); err != nil {
+			t.Fatal(err)
+		}
+		check("wrap to group 0", 0)
+		if err := s.MarkUsed(0, 8192); err != nil {
+			t.Fatal(err)
+		}
+		_, err := alloc()
+		if !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("bs %d, full: got %v, want ENOSPC", bs, err)
+		}
+	}
+}
+
+// TestFreeBlocksExactBitmap follows test_free_blocks_simple: after freeing
+// ranges, the bitmap is exactly what remains.
+func TestFreeBlocksExactBitmap(t *testing.T) {
+	for _, bs := range []uint32{1024, 4096} {
+		a, s := newBare(t, kernelGeometry(bs), Config{})
+		var exts []Extent
+		for i := 0; i < 64; i++ {
+			e, err := a.Allocate(nil, Request{Len: 100, Goal: uint64(i) * 500, Flags: FlagTryGoal})
+			if err != nil {
+				t.Fatal(err)
+			}
+			exts = append(exts, e)
+		}
+		model := map[uint64]bool{}
+		for _, e := range exts {
+			for b := e.Start; b < e.End(); b++ {
+				if model[b] {
+					t.Fatalf("block %d allocated twice", b)
+				}
+				model[b] = true
+			}
+		}
+		for i, e := range exts {
+			if i%3 == 0 {
+				continue
+			}
+			// free a middle part
+			fs, fn := e.Start+uint64(i%7), uint64(e.Len)-uint64(i%7)-uint64(i%5)
+			if err := a.Free(nil, fs, fn, 0); err != nil {
+				t.Fatal(err)
+			}
+			for b := fs; b < fs+fn; b++ {
+				delete(model, b)
+			}
+		}
+		for b := uint64(0); b < 4*8192; b++ {
+			if s.IsUsed(b) != model[b] {
+				t.Fatalf("bs %d: block %d used=%v, model %v", bs, b, s.IsUsed(b), model[b])
+			}
+		}
+		if err := a.CheckConsistency(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestGroupPadding(t *testing.T) {
+	if sz := unsafe.Sizeof(group{}); sz%cacheLine != 0 {
+		t.Fatalf("group is %d bytes, not a multiple of %d", sz, cacheLine)
+	}
+	if unsafe.Sizeof(paddedU32{}) != cacheLine || unsafe.Sizeof(paddedI64{}) != cacheLine {
+		t.Fatal("padded counters are not one cache line")
+	}
+}
+
+func TestErrors(t *testing.T) {
+	a, _ := newBare(t, kernelGeometry(4096), Config{})
+	e, err := a.Allocate(nil, Request{Len: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Free(nil, e.Start, 8, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Free(nil, e.Start, 8, 0); err == nil {
+		t.Fatal("double free succeeded")
+	}
+	if err := a.Free(nil, 4*8192-1, 2, 0); err == nil {
+		t.Fatal("free past the end succeeded")
+	}
+	if _, err := a.Allocate(nil, Request{}); err == nil {
+		t.Fatal("zero-length allocation succeeded")
+	}
+	if err := a.CheckConsistency(); err != nil {
+		t.Fatal(err)
+	}
+	// System zone: the MemStore with metadata refuses frees of it.
+	gm := GeometryFor(256<<20, 4096)
+	s, _ := NewMemStore(gm, MemStoreOptions{})
+	a2, err := New(gm, s, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a2.Free(nil, 0, 1, 0); err == nil {
+		t.Fatal("freeing the superblock succeeded")
+	}
+}

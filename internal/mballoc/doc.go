@@ -1,0 +1,73 @@
+// Package mballoc is ext4's multi-block allocator (kernel fs/ext4/mballoc.c
+// as of Linux 6.17, with the 2022 fragmentation fixes and the 2025
+// scalability series), written for a Go filesystem: it chooses where file
+// data and metadata go, keeps per-group buddy state built from the block
+// bitmaps, preallocates for streaming writers and for groups of small
+// files, and defers the reuse of freed blocks until the transaction that
+// freed them has committed.
+//
+// The filesystem plugs in through Store (bitmaps and descriptor free
+// counts; the on-disk format stays its business) and Tx (the journal
+// transaction of an allocation or free). MemStore is an in-memory Store for
+// tests and benchmarks.
+//
+// # Units
+//
+// Internally everything is counted in clusters (blocks without bigalloc)
+// relative to a group. The API speaks in blocks: requests are rounded up to
+// whole clusters and extents start on cluster boundaries.
+//
+// # Invariants
+//
+// For every loaded group, under its lock:
+//
+//	buddy bitmap = on-disk bitmap | unused parts of the group's preallocations
+//	             | extents freed by uncommitted transactions | bits past the group end
+//
+// and the buddy's orders and counters are what generating it from that
+// bitmap would give. The on-disk bitmap copy equals what the Store was told.
+// A cluster is handed out only if its buddy bit was clear, so no cluster is
+// allocated twice, and a cluster leaves the buddy's used set only through a
+// free, a preallocation discard or a commit, so none is lost.
+//
+// # Locking
+//
+// Each group has a mutex (padded with its hot fields to cache lines) that
+// protects its buddy, on-disk copy, pending frees and preallocation list,
+// and is held across the Store call that persists a change. Scanners at
+// the cheap criteria only TryLock groups and skip busy ones; the last
+// criterion blocks. The free/fragments/largest-order copies and the order
+// indexes are atomics read without the group lock; a scanner re-checks a
+// group once it holds the lock. Stream goals (one per inode hash slot) are
+// atomics; filesystem free counters are sharded atomics. There is no global
+// lock on the allocation or free path.
+//
+// Other locks, always taken in this order, never two groups at once:
+// locality group (held across a small-file allocation) -> inode
+// preallocation list (briefly, never while taking a group lock) -> group ->
+// inode list / locality-group list / deferred-free shard. A Store is called
+// with one group lock held and must not call back.
+//
+// Allocations for one inode must be serialized by the caller (the kernel's
+// i_data_sem): the allocator assumes a logical block it is asked for is not
+// mapped yet. DiscardInodePrealloc must be called on the last close of a
+// file written to and before its blocks are truncated or punched, as the
+// kernel does; Free also discards inode preallocations it overlaps.
+//
+// # Differences from the kernel
+//
+// A group's bitmap is read the first time the group is needed, at any
+// criterion (the kernel prefetches bitmaps and skips uninitialised groups
+// at the cheap criteria); until then the group is filed in the indexes as
+// if its free space were one run. Locality groups are picked by inode
+// number, not by CPU. RAID stripe alignment, discard (trim), reserved-root
+// and quota accounting are not done here.
+//
+// # Legacy configuration
+//
+// Config.Legacy makes the allocator behave like ext4 before the 2025
+// series, for comparison: one stream goal (group and start) under a mutex
+// that deferred frees also take, blocking group locks while scanning, and
+// order indexes whose per-order locks are taken on each change and lookup
+// and that are walked from group 0 rather than from the goal.
+package mballoc

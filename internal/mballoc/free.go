@@ -1,0 +1,218 @@
+package mballoc
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/ext4go/ext4go/internal/fserr"
+)
+
+// FreeFlags qualify a Free.
+type FreeFlags uint32
+
+const (
+	// FreeMetadata marks metadata blocks (informational: with a
+	// transaction, data and metadata frees are both deferred).
+	FreeMetadata FreeFlags = 1 << iota
+	// FreeNoDefer returns the blocks to the buddy at once even with a
+	// transaction, for blocks never written in it (kernel: data=writeback).
+	FreeNoDefer
+)
+
+// deferShard maps transaction IDs to the groups holding extents they freed
+// (kernel: s_freed_data_list, here sharded by group).
+type deferShard struct {
+	mu sync.Mutex
+	m  map[uint64][]uint32
+	_  [cacheLine]byte
+}
+
+// Free releases blocks [start, start+count) (kernel: ext4_free_blocks).
+// With bigalloc the clusters holding them are freed. The bitmap and the
+// free counts change in tx at once; with a non-nil tx the blocks stay
+// unallocatable until ReleaseDeferred is called with tx's ID or a later
+// one, so that they cannot be reused and overwritten before the commit
+// that frees them is durable.
+func (a *Allocator) Free(tx Tx, start, count uint64, flags FreeFlags) error {
+	gm := a.geo
+	if count == 0 {
+		return nil
+	}
+	end := start + count
+	if start < uint64(gm.FirstDataBlock) || end > gm.BlocksCount || end < start {
+		return fserr.Corrupt("block range", "freeing blocks %d+%d outside the filesystem", start, count)
+	}
+	if a.zone != nil && a.zone.InSystemZone(start, count) {
+		return fserr.Corrupt("block range", "freeing blocks %d+%d in the system zone", start, count)
+	}
+	for start < end {
+		gi, off := gm.locate(start)
+		gstart := gm.blockOf(gi, 0)
+		stop := min(end, gstart+uint64(gm.BlocksPerGroup))
+		last := uint32((stop - 1 - gstart) >> gm.clusterBits)
+		if last >= gm.clustersIn(gi) {
+			return fserr.Corrupt("block range", "freeing blocks past the end of group %d", gi)
+		}
+		if err := a.freeInGroup(tx, gi, off, last-off+1, flags); err != nil {
+			return err
+		}
+		start = stop
+	}
+	return nil
+}
+
+func (a *Allocator) freeInGroup(tx Tx, gi, off, n uint32, flags FreeFlags) error {
+	g, err := a.lockLoaded(gi)
+	if err != nil {
+		return err
+	}
+	var victims []*prealloc
+	defer func() {
+		for _, pa := range victims {
+			a.unlinkPA(pa)
+		}
+	}()
+	defer g.mu.Unlock()
+	if g.corrupt.Load() {
+		return fserr.Corrupt(fmt.Sprintf("block bitmap of group %d", gi), "group is marked corrupt")
+	}
+	if ok, at := allSet(g.disk, off, n); !ok {
+		return fserr.Corrupt(fmt.Sprintf("block bitmap of group %d", gi), "freeing cluster %d which is already free", at)
+	}
+	// An inode preallocation overlapping the range would give the freed
+	// clusters back a second time when discarded: discard it first.
+	for _, pa := range slices.Clone(g.pas) {
+		if pa.kind != paInode || pa.deleted.Load() {
+			continue
+		}
+		ps := pa.start.Load()
+		if ps < off+n && off < ps+pa.len {
+			a.releasePALocked(g, pa)
+			a.deletePALocked(g, pa)
+			victims = append(victims, pa)
+		}
+	}
+	if err := a.markDiskLocked(tx, g, gi, off, n, false); err != nil {
+		a.publishLocked(g, gi)
+		return err
+	}
+	if tx != nil && flags&FreeNoDefer == 0 {
+		tid := tx.ID()
+		if err := g.addPending(off, n, tid); err != nil {
+			g.corrupt.Store(true)
+			a.publishLocked(g, gi)
+			return fserr.Corrupt(fmt.Sprintf("block bitmap of group %d", gi), "%v", err)
+		}
+		a.pending.Add(int64(n))
+		a.registerDeferred(tid, gi)
+	} else if err := g.b.freeRange(off, n); err != nil {
+		g.corrupt.Store(true)
+		a.publishLocked(g, gi)
+		return fserr.Corrupt(fmt.Sprintf("block bitmap of group %d", gi), "%v", err)
+	}
+	a.publishLocked(g, gi)
+	return nil
+}
+
+// addPending records a deferred free, merging it with a neighbour of the
+// same transaction (kernel: ext4_mb_free_metadata,
+// ext4_try_merge_freed_extent).
+func (g *group) addPending(start, n uint32, tid uint64) error {
+	i, _ := slices.BinarySearchFunc(g.pending, start, func(p pendingFree, s uint32) int {
+		if p.start < s {
+			return -1
+		}
+		return 1
+	})
+	if i > 0 && g.pending[i-1].start+g.pending[i-1].n > start {
+		return errors.New("block already on the to-be-freed list")
+	}
+	if i < len(g.pending) && start+n > g.pending[i].start {
+		return errors.New("block already on the to-be-freed list")
+	}
+	if i > 0 && g.pending[i-1].tid == tid && g.pending[i-1].start+g.pending[i-1].n == start {
+		g.pending[i-1].n += n
+		if i < len(g.pending) && g.pending[i].tid == tid && start+n == g.pending[i].start {
+			g.pending[i-1].n += g.pending[i].n
+			g.pending = slices.Delete(g.pending, i, i+1)
+		}
+		return nil
+	}
+	if i < len(g.pending) && g.pending[i].tid == tid && start+n == g.pending[i].start {
+		g.pending[i].start = start
+		g.pending[i].n += n
+		return nil
+	}
+	g.pending = slices.Insert(g.pending, i, pendingFree{start, n, tid})
+	return nil
+}
+
+func (a *Allocator) registerDeferred(tid uint64, gi uint32) {
+	if a.legacy {
+		// Before the 2025 series the freed-data list shared s_md_lock with
+		// the stream goal.
+		a.legacyGoal.Lock()
+		defer a.legacyGoal.Unlock()
+	}
+	sh := &a.deferred[gi%uint32(len(a.deferred))]
+	sh.mu.Lock()
+	gs := sh.m[tid]
+	if len(gs) == 0 || gs[len(gs)-1] != gi {
+		sh.m[tid] = append(gs, gi)
+	}
+	sh.mu.Unlock()
+}
+
+// ReleaseDeferred tells the allocator that every transaction up to and
+// including tid has committed: the blocks they freed become allocatable
+// and are merged back into the buddies (kernel: ext4_process_freed_data).
+func (a *Allocator) ReleaseDeferred(tid uint64) error {
+	var groups []uint32
+	if a.legacy {
+		a.legacyGoal.Lock()
+	}
+	for i := range a.deferred {
+		sh := &a.deferred[i]
+		sh.mu.Lock()
+		for t, gs := range sh.m {
+			if t <= tid {
+				groups = append(groups, gs...)
+				delete(sh.m, t)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	if a.legacy {
+		a.legacyGoal.Unlock()
+	}
+	slices.Sort(groups)
+	groups = slices.Compact(groups)
+	var firstErr error
+	for _, gi := range groups {
+		g := &a.groups[gi]
+		g.mu.Lock()
+		released := int64(0)
+		keep := g.pending[:0]
+		for _, p := range g.pending {
+			if p.tid > tid {
+				keep = append(keep, p)
+				continue
+			}
+			if err := g.b.freeRange(p.start, p.n); err != nil {
+				g.corrupt.Store(true)
+				if firstErr == nil {
+					firstErr = fserr.Corrupt(fmt.Sprintf("block bitmap of group %d", gi), "releasing deferred free: %v", err)
+				}
+			}
+			released += int64(p.n)
+		}
+		clear(g.pending[len(keep):])
+		g.pending = keep
+		a.publishLocked(g, gi)
+		g.mu.Unlock()
+		a.pending.Add(-released)
+	}
+	return firstErr
+}

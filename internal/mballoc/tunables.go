@@ -1,0 +1,92 @@
+package mballoc
+
+import "fmt"
+
+// OptimizeScan selects how groups are chosen at the cheap criteria
+// (kernel mount option mb_optimize_scan).
+type OptimizeScan uint8
+
+const (
+	// OptimizeScanAuto uses the order indexes when the filesystem has at
+	// least 16 groups, as the kernel does by default.
+	OptimizeScanAuto OptimizeScan = iota
+	// OptimizeScanOn always uses the order indexes.
+	OptimizeScanOn
+	// OptimizeScanOff always scans groups linearly.
+	OptimizeScanOff
+)
+
+func (o OptimizeScan) String() string {
+	switch o {
+	case OptimizeScanOn:
+		return "on"
+	case OptimizeScanOff:
+		return "off"
+	}
+	return "auto"
+}
+
+// optimizeScanMinGroups is the group count from which OptimizeScanAuto
+// turns the indexes on (kernel: MB_DEFAULT_LINEAR_SCAN_THRESHOLD).
+const optimizeScanMinGroups = 16
+
+// Tunables are the allocator's knobs, named after and defaulting to the
+// kernel's /sys/fs/ext4/<dev>/mb_* files. They can be changed at any time
+// with SetTunables; an allocation in progress keeps the values it started
+// with.
+type Tunables struct {
+	Stats                 bool         // mb_stats: count Stats (costs shared atomics)
+	MaxToScan             uint32       // mb_max_to_scan: free extents looked at before settling
+	MinToScan             uint32       // mb_min_to_scan: extents looked at once one fits
+	Order2Req             uint32       // mb_order2_req: power-of-two search for requests of 2^k, k+1 >= this
+	StreamReq             uint32       // mb_stream_req: files up to this many blocks share locality groups
+	GroupPrealloc         uint32       // mb_group_prealloc: clusters a locality-group preallocation asks for
+	MaxLinearGroups       uint32       // mb_max_linear_groups: groups scanned linearly before the indexes
+	BestAvailMaxTrimOrder uint32       // mb_best_avail_max_trim_order: how far "best available" shrinks a goal
+	OptimizeScan          OptimizeScan // mb_optimize_scan
+}
+
+// DefaultTunables returns the kernel's defaults for a filesystem with the
+// given blocks per cluster (1 without bigalloc).
+func DefaultTunables(clusterRatio uint32) Tunables {
+	gp := uint32(512)
+	if clusterRatio > 1 {
+		gp = max(512/clusterRatio, 32)
+	}
+	return Tunables{
+		MaxToScan:             200,
+		MinToScan:             10,
+		Order2Req:             2,
+		StreamReq:             16,
+		GroupPrealloc:         gp,
+		MaxLinearGroups:       0,
+		BestAvailMaxTrimOrder: 3,
+		OptimizeScan:          OptimizeScanAuto,
+	}
+}
+
+func (t *Tunables) validate() error {
+	switch {
+	case t.MaxToScan == 0:
+		return fmt.Errorf("mballoc: MaxToScan must be positive")
+	case t.MinToScan > t.MaxToScan:
+		return fmt.Errorf("mballoc: MinToScan %d > MaxToScan %d", t.MinToScan, t.MaxToScan)
+	case t.BestAvailMaxTrimOrder > 64:
+		return fmt.Errorf("mballoc: BestAvailMaxTrimOrder %d", t.BestAvailMaxTrimOrder)
+	case t.OptimizeScan > OptimizeScanOff:
+		return fmt.Errorf("mballoc: OptimizeScan %d", t.OptimizeScan)
+	}
+	return nil
+}
+
+// Tunables returns the current tunables.
+func (a *Allocator) Tunables() Tunables { return *a.tun.Load() }
+
+// SetTunables replaces the tunables.
+func (a *Allocator) SetTunables(t Tunables) error {
+	if err := t.validate(); err != nil {
+		return err
+	}
+	a.tun.Store(&t)
+	return nil
+}

@@ -1,0 +1,520 @@
+package ext4go
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/ext4go/ext4go/internal/dir"
+	"github.com/ext4go/ext4go/internal/extent"
+	"github.com/ext4go/ext4go/internal/inode"
+	"github.com/ext4go/ext4go/internal/mballoc"
+	"github.com/ext4go/ext4go/internal/super"
+)
+
+// linkMax is the most links an inode may have (kernel: EXT4_LINK_MAX).
+const linkMax = 65000
+
+// dirStore is a directory's blocks as the directory editor sees them,
+// inside one handle. in is the directory inode being edited.
+type dirStore struct {
+	f     *FS
+	h     handle
+	n     *node
+	in    *inode.Inode
+	es    *extStore
+	fresh map[uint32]bool // blocks appended in this change: written without reading
+}
+
+func (f *FS) newDirStore(h handle, n *node, in *inode.Inode) *dirStore {
+	return &dirStore{f: f, h: h, n: n, in: in, es: &extStore{f: f, h: h, ino: n.ino}, fresh: map[uint32]bool{}}
+}
+
+// physical maps a directory block, 0 for a hole.
+func (s *dirStore) physical(lblk uint32) (uint64, error) {
+	if !s.in.HasFlag(inode.FlagExtents) {
+		runs, err := s.f.buildMapping(s.n, s.in)
+		if err != nil {
+			return 0, err
+		}
+		i := sort.Search(len(runs), func(i int) bool { return runs[i].logical+runs[i].length > uint64(lblk) })
+		if i == len(runs) || runs[i].logical > uint64(lblk) {
+			return 0, nil
+		}
+		return runs[i].physical + uint64(lblk) - runs[i].logical, nil
+	}
+	mp, err := s.f.editor(s.n, s.in, s.es).Tree().Lookup(lblk)
+	if err != nil || mp.Hole() || mp.Unwritten {
+		return 0, err
+	}
+	return mp.Physical, nil
+}
+
+func (s *dirStore) ReadBlock(lblk uint32) ([]byte, error) {
+	p, err := s.physical(lblk)
+	if err != nil || p == 0 {
+		return nil, err
+	}
+	return s.f.readBlock(p, "directory block")
+}
+
+func (s *dirStore) WriteBlock(lblk uint32, b []byte) error {
+	p, err := s.physical(lblk)
+	if err != nil {
+		return err
+	}
+	if p == 0 {
+		return &CorruptError{What: "directory", Block: -1, Ino: s.n.ino, Detail: fmt.Sprintf("write to hole at block %d", lblk)}
+	}
+	put := func(dst []byte) error { copy(dst, b); return nil }
+	if s.fresh[lblk] {
+		return s.h.Create(p, put)
+	}
+	return s.h.Modify(p, put)
+}
+
+func (s *dirStore) AppendBlock() (uint32, error) {
+	f := s.f
+	if !s.in.HasFlag(inode.FlagExtents) {
+		return 0, &UnsupportedError{Feature: "growing block-mapped (ext2/ext3) directories", Detail: fmt.Sprintf("inode %d", s.n.ino)}
+	}
+	lblk := uint32(s.in.Size / uint64(f.blockSize))
+	ed := f.editor(s.n, s.in, s.es)
+	req := mballoc.Request{Inode: s.n.ino, Logical: uint64(lblk), Len: 1}
+	f.setNeighbours(ed, &req)
+	if req.LeftPhysical != 0 {
+		req.Goal = req.LeftPhysical + 1
+	} else {
+		group, _, _ := f.sb.GroupOfInode(s.n.ino)
+		req.Goal = f.sb.GroupFirstBlock(group)
+	}
+	ext, err := f.w.balloc.Allocate(s.h, req)
+	if err != nil {
+		var ns *mballoc.NoSpaceError
+		if errors.As(err, &ns) {
+			return 0, syscall.ENOSPC
+		}
+		return 0, err
+	}
+	if err := ed.Insert(extent.Extent{Logical: lblk, Len: 1, Start: ext.Start}); err != nil {
+		f.w.balloc.Free(s.h, ext.Start, 1, 0)
+		return 0, err
+	}
+	if err := f.addBlocks(s.in, s.es.delta+1); err != nil {
+		return 0, err
+	}
+	s.es.delta = 0
+	s.in.Size += uint64(f.blockSize)
+	s.fresh[lblk] = true
+	return lblk, nil
+}
+
+// dirEditor returns an editor of directory n (whose inode copy in is being
+// changed) in h.
+func (f *FS) dirEditor(s *dirStore) *dir.Editor {
+	in := s.in
+	return &dir.Editor{
+		Format:         f.dirFormat(),
+		Store:          s,
+		NBlocks:        uint32(in.Size / uint64(f.blockSize)),
+		Indexed:        in.HasFlag(inode.FlagIndex) && f.sb.HasCompat(super.CompatDirIndex),
+		CsumSeed:       inode.Seed(f.seed, s.n.ino, in.Generation),
+		Ino:            s.n.ino,
+		DirIndex:       f.sb.HasCompat(super.CompatDirIndex),
+		DefHashVersion: f.sb.DefHashVersion,
+	}
+}
+
+// finishDir records what the editor changed about the directory inode.
+func (f *FS) finishDir(ed *dir.Editor, in *inode.Inode) {
+	if ed.Indexed {
+		in.Flags |= inode.FlagIndex
+	}
+}
+
+// fileType is the dirent file type of a mode (0 without the filetype
+// feature).
+func (f *FS) fileType(mode uint16) uint8 {
+	if !f.sb.HasIncompat(super.IncompatFiletype) {
+		return 0
+	}
+	switch mode & 0xF000 {
+	case 0x8000:
+		return 1
+	case 0x4000:
+		return 2
+	case 0x2000:
+		return 3
+	case 0x6000:
+		return 4
+	case 0x1000:
+		return 5
+	case 0xC000:
+		return 6
+	case 0xA000:
+		return 7
+	}
+	return 0
+}
+
+// checkDirWritable refuses changes to directories ext4go cannot edit.
+func (f *FS) checkDirWritable(n *node) error {
+	in := n.in()
+	switch {
+	case !in.IsDir():
+		return syscall.ENOTDIR
+	case in.LinksCount == 0:
+		return syscall.ENOENT // removed while we waited
+	case in.HasFlag(inode.FlagImmutable) || in.HasFlag(inode.FlagAppend):
+		return syscall.EPERM
+	case in.HasFlag(inode.FlagEncrypt) || in.HasFlag(inode.FlagCasefold):
+		return &UnsupportedError{Feature: "changing encrypted or case-folded directories"}
+	}
+	return nil
+}
+
+// parentOf resolves the directory holding name and returns it with the
+// last element.
+func (f *FS) parentOf(op, name string) (*node, string, error) {
+	if f.w == nil {
+		return nil, "", &fs.PathError{Op: op, Path: name, Err: ErrReadOnly}
+	}
+	if !validPath(name) || name == "." {
+		return nil, "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	if len(path.Base(name)) > 255 {
+		return nil, "", &fs.PathError{Op: op, Path: name, Err: syscall.ENAMETOOLONG}
+	}
+	parent, err := f.resolve(op, path.Dir(name), true)
+	if err != nil {
+		return nil, "", err
+	}
+	if !parent.isDir() {
+		return nil, "", &fs.PathError{Op: op, Path: name, Err: syscall.ENOTDIR}
+	}
+	return parent, path.Base(name), nil
+}
+
+// newEntry is what create makes.
+type newEntry struct {
+	mode     uint16 // S_IF* and permission bits
+	uid, gid uint32
+	rdev     uint64 // device nodes
+	target   string // symlinks
+}
+
+// create makes a new inode called name in parent (whose mu is held) and
+// links it there. It returns the new node.
+func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
+	if err := f.checkDirWritable(parent); err != nil {
+		return nil, err
+	}
+	if _, err := f.lookup(parent, name); err == nil {
+		return nil, fs.ErrExist
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	isDir := e.mode&0xF000 == 0x4000
+	if isDir && parent.in().LinksCount >= linkMax && !(f.sb.HasROCompat(super.ROCompatDirNlink) && parent.in().HasFlag(inode.FlagIndex)) {
+		return nil, syscall.EMLINK
+	}
+	if parent.in().HasFlag(inode.FlagInlineData) {
+		if err := f.uninlineDir(parent); err != nil {
+			return nil, err
+		}
+	}
+	if e.mode&0xF000 == 0xA000 && len(e.target) >= int(f.blockSize) {
+		return nil, syscall.ENAMETOOLONG
+	}
+	h, err := f.begin()
+	if err != nil {
+		return nil, err
+	}
+	defer h.End()
+	child, err := f.newInode(h, parent, name, e.mode, e.uid, e.gid)
+	if err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return nil, syscall.ENOSPC
+		}
+		return nil, err
+	}
+	child.mu.Lock()
+	defer child.mu.Unlock()
+	undo := func(err error) (*node, error) {
+		in := editInode(child)
+		in.LinksCount = 0
+		f.setInode(h, child, in)
+		if ferr := f.freeInodeIn(h, child); ferr != nil {
+			f.setError(ferr)
+		}
+		return nil, err
+	}
+	if err := f.initInode(h, parent, child, e); err != nil {
+		return undo(err)
+	}
+	pin := editInode(parent)
+	ds := f.newDirStore(h, parent, pin)
+	ed := f.dirEditor(ds)
+	if err := ed.Add(dir.Entry{Inode: child.ino, Name: []byte(name), FileType: f.fileType(e.mode)}); err != nil {
+		return undo(err)
+	}
+	f.finishDir(ed, pin)
+	if isDir {
+		f.incLinks(pin)
+	}
+	now := inode.FromTime(time.Now())
+	pin.Mtime, pin.Ctime = now, now
+	if err := f.setInode(h, parent, pin); err != nil {
+		return nil, err
+	}
+	return child, nil
+}
+
+// initInode gives a new inode its content: a directory its first block, a
+// symlink its target, a device node its number.
+func (f *FS) initInode(h handle, parent, child *node, e newEntry) error {
+	in := editInode(child)
+	switch e.mode & 0xF000 {
+	case 0x4000:
+		ds := f.newDirStore(h, child, in)
+		lblk, err := ds.AppendBlock()
+		if err != nil {
+			return err
+		}
+		b, err := dir.NewDirBlock(f.dirFormat(), child.ino, parent.ino, inode.Seed(f.seed, child.ino, in.Generation))
+		if err != nil {
+			return err
+		}
+		if err := ds.WriteBlock(lblk, b); err != nil {
+			return err
+		}
+	case 0xA000:
+		if len(e.target) < len(in.Block) {
+			// A fast symlink keeps its target in i_block, without an
+			// extent tree (kernel: ext4_symlink).
+			in.Flags &^= inode.FlagExtents
+			in.Block = [60]byte{}
+			copy(in.Block[:], e.target)
+			in.Size = uint64(len(e.target))
+		} else {
+			// Slow symlink: the target goes in a data block.
+			if err := f.writeSmall(h, child, in, []byte(e.target)); err != nil {
+				return err
+			}
+		}
+	case 0x2000, 0x6000:
+		in.SetDevice(uint32((e.rdev>>8)&0xfff)|uint32((e.rdev>>32)&^0xfff), uint32(e.rdev&0xff)|uint32((e.rdev>>12)&^0xff))
+	}
+	return f.setInode(h, child, in)
+}
+
+// incLinks adds a link to directory inode in for a new subdirectory
+// (kernel: ext4_inc_count: an indexed directory past the limit counts 1).
+func (f *FS) incLinks(in *inode.Inode) {
+	in.LinksCount++
+	if in.HasFlag(inode.FlagIndex) && (in.LinksCount > linkMax || in.LinksCount == 2) && f.sb.HasROCompat(super.ROCompatDirNlink) {
+		in.LinksCount = 1
+	}
+}
+
+// decLinks drops the link of a removed subdirectory (kernel:
+// ext4_dec_count).
+func decLinks(in *inode.Inode) {
+	if !in.IsDir() || in.LinksCount > 2 {
+		in.LinksCount--
+	}
+}
+
+// writeSmall gives a new, empty inode its first bytes (less than a block)
+// inside h: one block is allocated and written directly.
+func (f *FS) writeSmall(h handle, n *node, in *inode.Inode, data []byte) error {
+	s := &extStore{f: f, h: h, ino: n.ino}
+	ed := f.editor(n, in, s)
+	group, _, _ := f.sb.GroupOfInode(n.ino)
+	ext, err := f.allocData(h, mballoc.Request{Inode: n.ino, Len: 1, Flags: mballoc.FlagData, Goal: f.sb.GroupFirstBlock(group), FileSize: uint64(len(data))})
+	if err != nil {
+		return err
+	}
+	if err := f.writeData(ext.Start, 0, data, 0, true); err != nil {
+		return err
+	}
+	if err := ed.Insert(extent.Extent{Logical: 0, Len: 1, Start: ext.Start}); err != nil {
+		f.w.balloc.Free(h, ext.Start, 1, 0)
+		return err
+	}
+	in.Size = uint64(len(data))
+	return f.addBlocks(in, s.delta+1)
+}
+
+// dropLink removes one link of child (mu held) after its entry went away:
+// an inode without links is freed, or put on the orphan list while open.
+func (f *FS) dropLink(h handle, child *node, isDir bool) error {
+	in := editInode(child)
+	if isDir {
+		in.LinksCount = 0
+	} else if in.LinksCount > 0 {
+		in.LinksCount--
+	}
+	in.Ctime = inode.FromTime(time.Now())
+	if err := f.setInode(h, child, in); err != nil {
+		return err
+	}
+	if in.LinksCount > 0 {
+		return nil
+	}
+	if child.opens.Load() > 0 {
+		return f.addOrphan(h, child)
+	}
+	return f.freeInodeIn(h, child)
+}
+
+// OpenFile opens the named file as os.OpenFile does, with the flags
+// os.O_RDONLY, O_WRONLY, O_RDWR, O_CREATE, O_EXCL, O_TRUNC and O_APPEND; a
+// file it creates gets mode perm (no umask) and owner 0:0.
+func (f *FS) OpenFile(name string, flag int, perm fs.FileMode) (*File, error) {
+	acc := flag & (os.O_RDONLY | os.O_WRONLY | os.O_RDWR)
+	readable := acc == os.O_RDONLY || acc == os.O_RDWR
+	writable := acc == os.O_WRONLY || acc == os.O_RDWR
+	if (writable || flag&(os.O_CREATE|os.O_TRUNC) != 0) && f.w == nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: ErrReadOnly}
+	}
+	if flag&os.O_CREATE == 0 {
+		n, err := f.resolve("open", name, true)
+		if err != nil {
+			return nil, err
+		}
+		return f.openNode(n, name, flag, readable, writable)
+	}
+	parent, base, err := f.parentOf("open", name)
+	if err != nil {
+		return nil, err
+	}
+	parent.mu.Lock()
+	ino, err := f.lookup(parent, base)
+	switch {
+	case err == nil:
+		parent.mu.Unlock()
+		if flag&os.O_EXCL != 0 {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrExist}
+		}
+		n, err := f.resolve("open", name, true)
+		if err != nil {
+			return nil, err
+		}
+		_ = ino
+		return f.openNode(n, name, flag, readable, writable)
+	case !errors.Is(err, fs.ErrNotExist):
+		parent.mu.Unlock()
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	n, err := f.create(parent, base, newEntry{mode: 0x8000 | unixPerm(perm)})
+	parent.mu.Unlock()
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return f.newFile(n, name, readable, writable, flag&os.O_APPEND != 0), nil
+}
+
+func (f *FS) openNode(n *node, name string, flag int, readable, writable bool) (*File, error) {
+	if writable && n.isDir() {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.EISDIR}
+	}
+	file := f.newFile(n, name, readable, writable, flag&os.O_APPEND != 0)
+	if flag&os.O_TRUNC != 0 && n.isRegular() {
+		n.mu.Lock()
+		err := f.truncate(n, 0)
+		n.mu.Unlock()
+		if err != nil {
+			file.Close()
+			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		}
+	}
+	return file, nil
+}
+
+// Create creates or truncates the named file, as os.Create.
+func (f *FS) Create(name string) (*File, error) {
+	return f.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o666)
+}
+
+// unixPerm converts the permission and special bits of an fs.FileMode.
+func unixPerm(m fs.FileMode) uint16 {
+	p := uint16(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		p |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		p |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		p |= 0o1000
+	}
+	return p
+}
+
+// mknodAt is the common part of Mkdir, Symlink and Mknod.
+func (f *FS) mknodAt(op, name string, e newEntry) error {
+	parent, base, err := f.parentOf(op, name)
+	if err != nil {
+		return err
+	}
+	parent.mu.Lock()
+	defer parent.mu.Unlock()
+	if _, err := f.create(parent, base, e); err != nil {
+		return &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	return nil
+}
+
+// Mkdir creates a directory with mode perm (no umask), owned by 0:0.
+func (f *FS) Mkdir(name string, perm fs.FileMode) error {
+	return f.mknodAt("mkdir", name, newEntry{mode: 0x4000 | unixPerm(perm)})
+}
+
+// MkdirAll creates a directory and any missing parents, as os.MkdirAll.
+func (f *FS) MkdirAll(name string, perm fs.FileMode) error {
+	if fi, err := f.Stat(name); err == nil {
+		if fi.IsDir() {
+			return nil
+		}
+		return &fs.PathError{Op: "mkdir", Path: name, Err: syscall.ENOTDIR}
+	}
+	if d := path.Dir(name); d != "." {
+		if err := f.MkdirAll(d, perm); err != nil {
+			return err
+		}
+	}
+	err := f.Mkdir(name, perm)
+	if err != nil && errors.Is(err, fs.ErrExist) {
+		if fi, serr := f.Stat(name); serr == nil && fi.IsDir() {
+			return nil
+		}
+	}
+	return err
+}
+
+// Symlink creates name as a symbolic link to target.
+func (f *FS) Symlink(target, name string) error {
+	if target == "" {
+		return &fs.PathError{Op: "symlink", Path: name, Err: syscall.ENOENT}
+	}
+	return f.mknodAt("symlink", name, newEntry{mode: 0xA000 | 0o777, target: target})
+}
+
+// Mknod creates a device node, fifo or socket: mode holds the S_IF* type
+// and permission bits as in mknod(2), dev the device number (unix.Mkdev).
+func (f *FS) Mknod(name string, mode uint32, dev uint64) error {
+	switch mode & 0xF000 {
+	case 0x2000, 0x6000, 0x1000, 0xC000:
+	case 0x8000, 0:
+		mode = mode&0o7777 | 0x8000
+	default:
+		return &fs.PathError{Op: "mknod", Path: name, Err: syscall.EINVAL}
+	}
+	return f.mknodAt("mknod", name, newEntry{mode: uint16(mode), rdev: dev})
+}

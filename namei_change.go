@@ -1,0 +1,269 @@
+package ext4go
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"syscall"
+	"time"
+
+	"github.com/ext4go/ext4go/internal/dir"
+	"github.com/ext4go/ext4go/internal/inode"
+)
+
+// Remove removes the named file or empty directory, as os.Remove.
+func (f *FS) Remove(name string) error {
+	parent, base, err := f.parentOf("remove", name)
+	if err != nil {
+		return err
+	}
+	parent.mu.Lock()
+	defer parent.mu.Unlock()
+	if err := f.removeEntry(parent, base); err != nil {
+		return &fs.PathError{Op: "remove", Path: name, Err: err}
+	}
+	return nil
+}
+
+// removeEntry unlinks (or rmdirs) base from parent, whose mu is held.
+func (f *FS) removeEntry(parent *node, base string) error {
+	if err := f.checkDirWritable(parent); err != nil {
+		return err
+	}
+	ino, err := f.lookup(parent, base)
+	if err != nil {
+		return err
+	}
+	child, err := f.inode(ino)
+	if err != nil {
+		return err
+	}
+	child.mu.Lock()
+	defer child.mu.Unlock()
+	cin := child.in()
+	if cin.HasFlag(inode.FlagImmutable) || cin.HasFlag(inode.FlagAppend) {
+		return syscall.EPERM
+	}
+	isDir := cin.IsDir()
+	if isDir {
+		empty, err := f.dirIsEmpty(child)
+		if err != nil {
+			return err
+		}
+		if !empty {
+			return syscall.ENOTEMPTY
+		}
+	}
+	if parent.in().HasFlag(inode.FlagInlineData) {
+		if err := f.uninlineDir(parent); err != nil {
+			return err
+		}
+	}
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	pin := editInode(parent)
+	ed := f.dirEditor(f.newDirStore(h, parent, pin))
+	if _, err := ed.Remove([]byte(base)); err != nil {
+		return err
+	}
+	if isDir {
+		decLinks(pin)
+	}
+	now := inode.FromTime(time.Now())
+	pin.Mtime, pin.Ctime = now, now
+	if err := f.setInode(h, parent, pin); err != nil {
+		return err
+	}
+	return f.dropLink(h, child, isDir)
+}
+
+// dirIsEmpty reports whether directory n holds only "." and "..".
+func (f *FS) dirIsEmpty(n *node) (bool, error) {
+	ents, err := f.dirEntries(n)
+	if err != nil {
+		return false, err
+	}
+	return len(ents) == 0, nil
+}
+
+// RemoveAll removes name and everything under it, as os.RemoveAll: a
+// missing name is not an error.
+func (f *FS) RemoveAll(name string) error {
+	fi, err := f.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		ents, err := f.ReadDir(name)
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			if err := f.RemoveAll(path.Join(name, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	err = f.Remove(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// Link creates newname as a hard link to the file oldname.
+func (f *FS) Link(oldname, newname string) error {
+	old, err := f.resolve("link", oldname, false)
+	if err != nil {
+		return err
+	}
+	parent, base, err := f.parentOf("link", newname)
+	if err != nil {
+		return err
+	}
+	fail := func(err error) error { return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: err} }
+	if old.isDir() {
+		return fail(syscall.EPERM)
+	}
+	parent.mu.Lock()
+	defer parent.mu.Unlock()
+	if old != parent {
+		old.mu.Lock()
+		defer old.mu.Unlock()
+	}
+	oin := old.in()
+	switch {
+	case oin.LinksCount == 0:
+		return fail(syscall.ENOENT)
+	case oin.LinksCount >= linkMax:
+		return fail(syscall.EMLINK)
+	case oin.HasFlag(inode.FlagImmutable) || oin.HasFlag(inode.FlagAppend):
+		return fail(syscall.EPERM)
+	}
+	if err := f.checkDirWritable(parent); err != nil {
+		return fail(err)
+	}
+	if _, err := f.lookup(parent, base); err == nil {
+		return fail(fs.ErrExist)
+	}
+	if parent.in().HasFlag(inode.FlagInlineData) {
+		if err := f.uninlineDir(parent); err != nil {
+			return fail(err)
+		}
+	}
+	h, err := f.begin()
+	if err != nil {
+		return fail(err)
+	}
+	defer h.End()
+	pin := editInode(parent)
+	ed := f.dirEditor(f.newDirStore(h, parent, pin))
+	if err := ed.Add(dir.Entry{Inode: old.ino, Name: []byte(base), FileType: f.fileType(oin.Mode)}); err != nil {
+		return fail(err)
+	}
+	f.finishDir(ed, pin)
+	now := inode.FromTime(time.Now())
+	pin.Mtime, pin.Ctime = now, now
+	if err := f.setInode(h, parent, pin); err != nil {
+		return fail(err)
+	}
+	nin := editInode(old)
+	nin.LinksCount++
+	nin.Ctime = now
+	if err := f.setInode(h, old, nin); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// setAttr changes the named file's inode with fn, under its lock.
+func (f *FS) setAttr(op, name string, follow bool, fn func(in *inode.Inode) error) error {
+	if f.w == nil {
+		return &fs.PathError{Op: op, Path: name, Err: ErrReadOnly}
+	}
+	n, err := f.resolve(op, name, follow)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.in().LinksCount == 0 && n.ino >= f.sb.FirstInode() {
+		return &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+	}
+	h, err := f.begin()
+	if err != nil {
+		return &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	defer h.End()
+	in := editInode(n)
+	if err := fn(in); err != nil {
+		return &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	in.Ctime = inode.FromTime(time.Now())
+	if err := f.setInode(h, n, in); err != nil {
+		return &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	return nil
+}
+
+// Chmod sets the permission and special bits of the named file (following
+// symlinks).
+func (f *FS) Chmod(name string, mode fs.FileMode) error {
+	return f.setAttr("chmod", name, true, func(in *inode.Inode) error {
+		in.Mode = in.Mode&0xF000 | unixPerm(mode)
+		return nil
+	})
+}
+
+// Chown sets the owner of the named file (following symlinks); -1 keeps a
+// value.
+func (f *FS) Chown(name string, uid, gid int) error {
+	return f.chown("chown", name, true, uid, gid)
+}
+
+// Lchown is Chown on a symlink itself.
+func (f *FS) Lchown(name string, uid, gid int) error {
+	return f.chown("lchown", name, false, uid, gid)
+}
+
+func (f *FS) chown(op, name string, follow bool, uid, gid int) error {
+	return f.setAttr(op, name, follow, func(in *inode.Inode) error {
+		if uid >= 0 {
+			in.UID = uint32(uid)
+		}
+		if gid >= 0 {
+			in.GID = uint32(gid)
+		}
+		return nil
+	})
+}
+
+// Chtimes sets the access and modification times of the named file
+// (following symlinks); a zero time.Time keeps a value.
+func (f *FS) Chtimes(name string, atime, mtime time.Time) error {
+	return f.chtimes("chtimes", name, true, atime, mtime)
+}
+
+// Lchtimes is Chtimes on a symlink itself.
+func (f *FS) Lchtimes(name string, atime, mtime time.Time) error {
+	return f.chtimes("lchtimes", name, false, atime, mtime)
+}
+
+func (f *FS) chtimes(op, name string, follow bool, atime, mtime time.Time) error {
+	return f.setAttr(op, name, follow, func(in *inode.Inode) error {
+		if !atime.IsZero() {
+			in.Atime = inode.FromTime(atime)
+		}
+		if !mtime.IsZero() {
+			in.Mtime = inode.FromTime(mtime)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,539 @@
+package ext4go
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"time"
+
+	"github.com/ext4go/ext4go/internal/dir"
+	"github.com/ext4go/ext4go/internal/fserr"
+	"github.com/ext4go/ext4go/internal/ialloc"
+	"github.com/ext4go/ext4go/internal/inode"
+	"github.com/ext4go/ext4go/internal/mballoc"
+	"github.com/ext4go/ext4go/internal/super"
+	"github.com/ext4go/ext4go/internal/txn"
+)
+
+// ErrReadOnly is returned by changes to a filesystem opened without
+// Options.Writable.
+var ErrReadOnly = errors.New("filesystem opened read-only")
+
+// writer is the state of a writable filesystem.
+type writer struct {
+	balloc *mballoc.Allocator
+	ialloc *ialloc.Allocator
+
+	// gdMu[g] protects f.groups[g]'s mutable fields and the encoding of
+	// its on-disk descriptor. Taken inside bitmap buffer locks, never
+	// while holding a descriptor block's buffer.
+	gdMu []paddedMutex
+
+	sbMu     sync.Mutex // protects the superblock fields writers change
+	renameMu sync.Mutex // serialises cross-directory renames (kernel: s_vfs_rename_mutex)
+	orphanMu sync.Mutex // protects the orphan list
+	closed   bool
+}
+
+type paddedMutex struct {
+	sync.Mutex
+	_ [56]byte
+}
+
+// handle is a transaction handle as the allocators see it.
+type handle struct{ *txn.Handle }
+
+func (h handle) ID() uint64 { return h.TID() }
+
+// begin opens a transaction handle.
+func (f *FS) begin() (handle, error) {
+	if f.w == nil {
+		return handle{}, ErrReadOnly
+	}
+	h, err := f.tm.Begin()
+	if err != nil {
+		return handle{}, err
+	}
+	return handle{h}, nil
+}
+
+// checkWritable refuses to write what ext4go cannot keep consistent.
+func (f *FS) checkWritable() error {
+	sb := f.sb
+	if u := sb.UnknownROCompat(); u != 0 {
+		return &UnsupportedError{Feature: fmt.Sprintf("ro_compat feature bits %#x", u), Detail: "unknown to ext4go; the filesystem can only be read"}
+	}
+	for _, x := range []struct {
+		ro   bool
+		bit  uint32
+		what string
+	}{
+		{true, super.ROCompatBigalloc, "bigalloc"},
+		{true, super.ROCompatQuota, "quota"},
+		{true, super.ROCompatProject, "project quota"},
+		{true, super.ROCompatReadonly, "read-only"},
+		{true, super.ROCompatSharedBlocks, "shared_blocks"},
+		{true, super.ROCompatReplica, "replica"},
+		{true, super.ROCompatHasSnapshot, "snapshot"},
+		{true, super.ROCompatOrphanPresent, "orphan_present"},
+		{false, super.IncompatMMP, "mmp"},
+		{false, super.IncompatEncrypt, "encrypt"},
+		{false, super.IncompatCasefold, "casefold"},
+	} {
+		has := sb.HasIncompat(x.bit)
+		if x.ro {
+			has = sb.HasROCompat(x.bit)
+		}
+		if has {
+			return &UnsupportedError{Feature: "writing with feature " + x.what}
+		}
+	}
+	if sb.HasCompat(super.CompatOrphanFile) {
+		return &UnsupportedError{Feature: "writing with feature orphan_file"}
+	}
+	if sb.HasIncompat(super.IncompatRecover) {
+		return &UnsupportedError{Feature: "journal replay", Detail: "the journal must be recovered before the filesystem can be changed"}
+	}
+	if sb.State&super.StateError != 0 {
+		return &CorruptError{What: "superblock", Block: 0, Detail: "the filesystem is marked as having errors; run e2fsck"}
+	}
+	if sb.LastOrphan != 0 {
+		return &UnsupportedError{Feature: "orphan recovery", Detail: "the filesystem has an orphan list to process; run e2fsck or mount it once"}
+	}
+	return nil
+}
+
+// openWriter prepares a filesystem for changes.
+func (f *FS) openWriter() error {
+	if err := f.checkWritable(); err != nil {
+		return err
+	}
+	sb := f.sb
+	w := &writer{gdMu: make([]paddedMutex, len(f.groups))}
+	f.w = w
+	geo := mballoc.Geometry{
+		BlockSize:      sb.BlockSize(),
+		ClusterRatio:   sb.ClusterRatio(),
+		BlocksPerGroup: sb.BlocksPerGroup,
+		BlocksCount:    sb.BlocksCount(),
+		FirstDataBlock: sb.FirstDataBlock,
+		InodesPerGroup: sb.InodesPerGroup,
+	}
+	if sb.HasIncompat(super.IncompatFlexBG) {
+		geo.LogGroupsPerFlex = sb.LogGroupsPerFlex
+	}
+	var err error
+	if w.balloc, err = mballoc.New(geo, blockStore{f}, mballoc.Config{}); err != nil {
+		return err
+	}
+	igeo := ialloc.Geometry{
+		Groups:           uint32(len(f.groups)),
+		InodesPerGroup:   sb.InodesPerGroup,
+		ClustersPerGroup: sb.ClustersPerGroup,
+		LogGroupsPerFlex: geo.LogGroupsPerFlex,
+		FirstIno:         sb.FirstInode(),
+	}
+	hashVersion := dir.EffectiveVersion(sb.DefHashVersion, sb.Flags&super.FlagUnsignedHash != 0)
+	nameHash := func(name []byte) uint32 {
+		h, _, err := dir.Hash(name, hashVersion, sb.HashSeed)
+		if err != nil {
+			return 0
+		}
+		return h
+	}
+	if w.ialloc, err = ialloc.New(igeo, inodeStore{f}, w.balloc, ialloc.Options{NameHash: nameHash}); err != nil {
+		return err
+	}
+	f.tm.OnCommit(func(tid uint64) {
+		if err := w.balloc.ReleaseDeferred(tid); err != nil {
+			f.setError(err)
+		}
+	})
+	// Mark the filesystem as being changed until Close marks it clean
+	// again, so a crash leaves it flagged for e2fsck.
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	w.sbMu.Lock()
+	sb.State &^= super.StateValid
+	w.sbMu.Unlock()
+	if err := f.writeSuper(h); err != nil {
+		h.End()
+		return err
+	}
+	if err := h.End(); err != nil {
+		return err
+	}
+	return f.tm.Commit()
+}
+
+// setError records a failure that leaves the on-disk state in doubt.
+func (f *FS) setError(err error) {
+	f.errMu.Lock()
+	if f.err == nil {
+		f.err = err
+	}
+	f.errMu.Unlock()
+}
+
+// superLocation returns the block and offset of the primary superblock.
+func (f *FS) superLocation() (uint64, int) {
+	if f.blockSize == 1024 {
+		return 1, 0
+	}
+	return 0, super.Offset
+}
+
+// writeSuper records the superblock, with the current free counts, in h.
+func (f *FS) writeSuper(h handle) error {
+	w := f.w
+	w.sbMu.Lock()
+	defer w.sbMu.Unlock()
+	sb := f.sb
+	sb.SetFreeBlocksCount(uint64(w.balloc.FreeClusters()) * uint64(sb.ClusterRatio()))
+	sb.FreeInodesCount = uint32(w.ialloc.FreeInodes())
+	sb.SetWriteTime(time.Now())
+	raw := sb.Encode()
+	blk, off := f.superLocation()
+	return h.Modify(blk, func(b []byte) error {
+		copy(b[off:], raw)
+		return nil
+	})
+}
+
+// writeGroupDesc records group g's descriptor in h; w.gdMu[g] must be held.
+func (f *FS) writeGroupDesc(h handle, g uint32) error {
+	raw := super.EncodeGroupDesc(f.sb, f.groups[g], g)
+	blk, off := f.sb.GroupDescLocation(g)
+	return h.Modify(blk, func(b []byte) error {
+		copy(b[off:], raw)
+		return nil
+	})
+}
+
+// Sync writes every change made so far to the device and flushes it.
+func (f *FS) Sync() error {
+	if f.w == nil {
+		return nil
+	}
+	if err := f.firstError(); err != nil {
+		return err
+	}
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	err = f.writeSuper(h)
+	if e := h.End(); err == nil {
+		err = e
+	}
+	if err != nil {
+		return err
+	}
+	return f.tm.Commit()
+}
+
+func (f *FS) firstError() error {
+	f.errMu.Lock()
+	defer f.errMu.Unlock()
+	return f.err
+}
+
+// closeWriter discards preallocations, marks the filesystem clean and
+// commits.
+func (f *FS) closeWriter() error {
+	w := f.w
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	if err := f.firstError(); err != nil {
+		return err
+	}
+	w.balloc.DiscardPreallocations()
+	if err := f.releaseOrphans(); err != nil {
+		return err
+	}
+	// Deferred frees of the last transaction are released by its commit;
+	// commit once for them, then once more with the final counts.
+	if err := f.tm.Commit(); err != nil {
+		return err
+	}
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	w.sbMu.Lock()
+	f.sb.State |= super.StateValid
+	w.sbMu.Unlock()
+	err = f.writeSuper(h)
+	if e := h.End(); err == nil {
+		err = e
+	}
+	if err != nil {
+		return err
+	}
+	return f.tm.Commit()
+}
+
+// blockStore is how the block allocator reads and changes block bitmaps.
+type blockStore struct{ f *FS }
+
+func (s blockStore) GroupFree(g uint32) (uint32, error) {
+	return s.f.groups[g].FreeBlocksCount, nil
+}
+
+func (s blockStore) ReadBlockBitmap(g uint32) ([]byte, error) {
+	f := s.f
+	f.w.gdMu[g].Lock()
+	gd := f.groups[g]
+	uninit := gd.Flags&super.BGBlockUninit != 0 && f.sb.HasGroupDescCsum()
+	f.w.gdMu[g].Unlock()
+	if uninit {
+		b := make([]byte, f.blockSize)
+		f.initBlockBitmap(g, b)
+		return b, nil
+	}
+	b, err := f.readBlock(gd.BlockBitmap, "block bitmap")
+	if err != nil {
+		return nil, err
+	}
+	if f.csum && !f.opts.IgnoreChecksums {
+		if err := super.VerifyBlockBitmap(f.sb, gd, g, b); err != nil {
+			return nil, fserr.At(err, int64(gd.BlockBitmap), 0)
+		}
+	}
+	return b, nil
+}
+
+func (s blockStore) UpdateBlockBitmap(tx mballoc.Tx, g, start, count uint32, used bool, free uint32) error {
+	f := s.f
+	h, own, err := f.txHandle(tx)
+	if err != nil {
+		return err
+	}
+	if own {
+		defer h.End()
+	}
+	gd := f.groups[g]
+	return h.Modify(gd.BlockBitmap, func(b []byte) error {
+		f.w.gdMu[g].Lock()
+		defer f.w.gdMu[g].Unlock()
+		if gd.Flags&super.BGBlockUninit != 0 {
+			f.initBlockBitmap(g, b)
+			gd.Flags &^= super.BGBlockUninit
+		}
+		for k := start; k < start+count; k++ {
+			if used {
+				b[k/8] |= 1 << (k % 8)
+			} else {
+				b[k/8] &^= 1 << (k % 8)
+			}
+		}
+		gd.FreeBlocksCount = free
+		super.SetBlockBitmapChecksum(f.sb, gd, b)
+		return f.writeGroupDesc(h, g)
+	})
+}
+
+// txHandle returns the handle of tx, or opens one when the allocator works
+// outside a transaction (tx nil).
+func (f *FS) txHandle(tx interface{ ID() uint64 }) (handle, bool, error) {
+	if h, ok := tx.(handle); ok {
+		return h, false, nil
+	}
+	h, err := f.begin()
+	return h, true, err
+}
+
+// initBlockBitmap fills b with the bitmap of a BLOCK_UNINIT group: its
+// fixed metadata and the bits past its end in use (kernel:
+// ext4_init_block_bitmap).
+func (f *FS) initBlockBitmap(g uint32, b []byte) {
+	clear(b)
+	sb := f.sb
+	ratio := uint64(sb.ClusterRatio())
+	first := sb.GroupFirstBlock(g)
+	set := func(blk, n uint64) {
+		for i := uint64(0); i < n; i++ {
+			if blk+i < first {
+				continue
+			}
+			c := (blk + i - first) / ratio
+			if c < uint64(len(b))*8 {
+				b[c/8] |= 1 << (c % 8)
+			}
+		}
+	}
+	set(first, uint64(sb.GroupOverhead(g).Blocks()))
+	gd := f.groups[g]
+	end := first + uint64(sb.GroupBlocks(g))
+	in := func(blk uint64) bool { return blk >= first && blk < end }
+	if in(gd.BlockBitmap) {
+		set(gd.BlockBitmap, 1)
+	}
+	if in(gd.InodeBitmap) {
+		set(gd.InodeBitmap, 1)
+	}
+	for i := uint64(0); i < uint64(sb.InodeTableBlocks()); i++ {
+		if in(gd.InodeTable + i) {
+			set(gd.InodeTable+i, 1)
+		}
+	}
+	clusters := (uint64(sb.GroupBlocks(g)) + ratio - 1) / ratio
+	for c := clusters; c < uint64(len(b))*8; c++ {
+		b[c/8] |= 1 << (c % 8)
+	}
+}
+
+// inodeStore is how the inode allocator reads and changes inode bitmaps.
+type inodeStore struct{ f *FS }
+
+func (s inodeStore) GroupCounts(g uint32) (uint32, uint32, error) {
+	gd := s.f.groups[g]
+	return gd.FreeInodesCount, gd.UsedDirsCount, nil
+}
+
+func (s inodeStore) ReadInodeBitmap(g uint32) ([]byte, error) {
+	f := s.f
+	f.w.gdMu[g].Lock()
+	gd := f.groups[g]
+	uninit := gd.Flags&super.BGInodeUninit != 0 && f.sb.HasGroupDescCsum()
+	f.w.gdMu[g].Unlock()
+	if uninit {
+		b := make([]byte, f.blockSize)
+		f.initInodeBitmap(b)
+		return b, nil
+	}
+	b, err := f.readBlock(gd.InodeBitmap, "inode bitmap")
+	if err != nil {
+		return nil, err
+	}
+	if f.csum && !f.opts.IgnoreChecksums {
+		if err := super.VerifyInodeBitmap(f.sb, gd, g, b); err != nil {
+			return nil, fserr.At(err, int64(gd.InodeBitmap), 0)
+		}
+	}
+	return b, nil
+}
+
+// initInodeBitmap fills b as an INODE_UNINIT group's bitmap: no inode in
+// use, the bits past inodes_per_group set (kernel: ext4_init_inode_bitmap).
+func (f *FS) initInodeBitmap(b []byte) {
+	clear(b)
+	for i := uint64(f.sb.InodesPerGroup); i < uint64(len(b))*8; i++ {
+		b[i/8] |= 1 << (i % 8)
+	}
+}
+
+func (s inodeStore) UpdateInodeBitmap(tx ialloc.Tx, g, index uint32, used, isDir bool, freeInodes, usedDirs uint32) error {
+	f := s.f
+	h, own, err := f.txHandle(tx)
+	if err != nil {
+		return err
+	}
+	if own {
+		defer h.End()
+	}
+	gd := f.groups[g]
+	if used {
+		// A group whose inodes come into use gets its block bitmap
+		// initialised too (kernel: __ext4_new_inode).
+		f.w.gdMu[g].Lock()
+		blockUninit := gd.Flags&super.BGBlockUninit != 0
+		f.w.gdMu[g].Unlock()
+		if blockUninit {
+			err := h.Modify(gd.BlockBitmap, func(b []byte) error {
+				f.w.gdMu[g].Lock()
+				defer f.w.gdMu[g].Unlock()
+				if gd.Flags&super.BGBlockUninit == 0 {
+					return nil
+				}
+				f.initBlockBitmap(g, b)
+				gd.Flags &^= super.BGBlockUninit
+				super.SetBlockBitmapChecksum(f.sb, gd, b)
+				return f.writeGroupDesc(h, g)
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return h.Modify(gd.InodeBitmap, func(b []byte) error {
+		f.w.gdMu[g].Lock()
+		defer f.w.gdMu[g].Unlock()
+		if gd.Flags&super.BGInodeUninit != 0 {
+			f.initInodeBitmap(b)
+			gd.Flags &^= super.BGInodeUninit
+		}
+		if used {
+			b[index/8] |= 1 << (index % 8)
+			if f.sb.HasGroupDescCsum() {
+				if unusedFrom := f.sb.InodesPerGroup - gd.ItableUnused; index >= unusedFrom {
+					gd.ItableUnused = f.sb.InodesPerGroup - index - 1
+				}
+			}
+		} else {
+			b[index/8] &^= 1 << (index % 8)
+		}
+		gd.FreeInodesCount = freeInodes
+		gd.UsedDirsCount = usedDirs
+		super.SetInodeBitmapChecksum(f.sb, gd, b)
+		return f.writeGroupDesc(h, g)
+	})
+}
+
+// inodeLocation returns the inode table block holding ino and the byte
+// offset in it.
+func (f *FS) inodeLocation(ino uint32) (uint64, int, error) {
+	group, index, ok := f.sb.GroupOfInode(ino)
+	if !ok {
+		return 0, 0, &CorruptError{What: "inode number", Block: -1, Ino: ino, Detail: "out of range"}
+	}
+	byteOff := uint64(index) * uint64(f.inodeSize)
+	return f.groups[group].InodeTable + byteOff/uint64(f.blockSize), int(byteOff % uint64(f.blockSize)), nil
+}
+
+// setInode records in as n's new inode in h and publishes it. n.mu must
+// be held exclusively (or n not yet visible to anyone else).
+func (f *FS) setInode(h handle, n *node, in *inode.Inode) error {
+	blk, off, err := f.inodeLocation(n.ino)
+	if err != nil {
+		return err
+	}
+	raw := make([]byte, f.inodeSize)
+	if f.csum {
+		err = in.EncodeChecksum(raw, f.seed, n.ino)
+	} else {
+		err = in.Encode(raw)
+	}
+	if err != nil {
+		return err
+	}
+	in.Raw = raw
+	err = h.Modify(blk, func(b []byte) error {
+		copy(b[off:], raw)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	old := n.in()
+	n.cur.Store(in)
+	if old == nil || old.Block != in.Block || old.Flags != in.Flags || old.Size != in.Size {
+		n.mapping.Store(nil)
+	}
+	return nil
+}
+
+// editInode copies n's inode for a change.
+func editInode(n *node) *inode.Inode {
+	c := *n.in()
+	c.Raw = append([]byte(nil), c.Raw...)
+	return &c
+}
+
+// log2 of a power of two.
+func log2(x uint64) int { return bits.TrailingZeros64(x) }

@@ -1,0 +1,443 @@
+package ext4go
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ext4go/ext4go/internal/dir"
+	"github.com/ext4go/ext4go/internal/inode"
+	"github.com/ext4go/ext4go/internal/mballoc"
+	"github.com/ext4go/ext4go/internal/xattr"
+)
+
+// Flags of SetXattr (Linux XATTR_CREATE, XATTR_REPLACE).
+const (
+	XattrCreate  = 1
+	XattrReplace = 2
+)
+
+// xattrRefcountMax is the most inodes one xattr block is shared by
+// (kernel: EXT4_XATTR_REFCOUNT_MAX).
+const xattrRefcountMax = 1024
+
+// xattrBlockCache finds xattr blocks with a given content hash so that
+// inodes with identical attributes share one block (kernel: mbcache).
+type xattrBlockCache struct {
+	mu     sync.Mutex // protects byHash
+	byHash map[uint32][]uint64
+}
+
+func (c *xattrBlockCache) add(hash uint32, blk uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byHash == nil {
+		c.byHash = map[uint32][]uint64{}
+	}
+	c.byHash[hash] = append(c.byHash[hash], blk)
+}
+
+func (c *xattrBlockCache) candidates(hash uint32) []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]uint64(nil), c.byHash[hash]...)
+}
+
+func (c *xattrBlockCache) remove(blk uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for h, bs := range c.byHash {
+		for i, b := range bs {
+			if b == blk {
+				c.byHash[h] = append(bs[:i], bs[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// xattrChange is one change: set name to value, or remove it (value nil
+// and remove set).
+type xattrChange struct {
+	name   string
+	value  []byte
+	remove bool
+	flags  int
+}
+
+// changeXattr applies c to n's attributes in h. n.mu must be held.
+func (f *FS) changeXattr(h handle, n *node, c xattrChange) error {
+	if !f.sb.HasCompat(0x0008) { // ext_attr
+		return syscall.EOPNOTSUPP
+	}
+	index, suffix, err := xattr.SplitName(c.name)
+	if err != nil {
+		return syscall.EOPNOTSUPP
+	}
+	if index == xattr.IndexSystem && string(suffix) == "data" {
+		return syscall.EPERM // system.data belongs to inline data
+	}
+	value := c.value
+	if !c.remove && (index == xattr.IndexPosixACLAccess || index == xattr.IndexPosixACLDefault) {
+		if value, err = xattr.ACLFromXattr(c.value); err != nil {
+			return syscall.EINVAL
+		}
+	}
+	in := editInode(n)
+	opts := f.xattrOptions()
+	var ibody, block []xattr.Entry
+	var area []byte
+	if f.inodeSize > inode.GoodOldSize {
+		area, _ = xattr.IBodyArea(in.Raw, int(in.ExtraIsize))
+		if area != nil {
+			if ibody, err = xattr.DecodeIBody(area, opts); err != nil {
+				return err
+			}
+		}
+	}
+	oldBlk := in.ACLBlock(f.is64)
+	var oldRef uint32
+	if oldBlk != 0 {
+		b, err := f.readBlock(oldBlk, "xattr block")
+		if err != nil {
+			return err
+		}
+		var hdr xattr.Header
+		if hdr, block, err = xattr.DecodeBlock(b, opts); err != nil {
+			return err
+		}
+		oldRef = hdr.RefCount
+	}
+	match := func(e xattr.Entry) bool { return e.Index == index && bytes.Equal(e.Name, suffix) }
+	found := false
+	drop := func(es []xattr.Entry) ([]xattr.Entry, error) {
+		out := es[:0:0]
+		for _, e := range es {
+			if match(e) {
+				if e.ValueInum != 0 {
+					return nil, &UnsupportedError{Feature: "changing an xattr stored in an EA inode"}
+				}
+				found = true
+				continue
+			}
+			out = append(out, e)
+		}
+		return out, nil
+	}
+	newIbody, err := drop(ibody)
+	if err != nil {
+		return err
+	}
+	newBlock, err := drop(block)
+	if err != nil {
+		return err
+	}
+	switch {
+	case c.remove && !found:
+		return syscall.ENODATA
+	case c.flags&XattrCreate != 0 && found:
+		return syscall.EEXIST
+	case c.flags&XattrReplace != 0 && !found:
+		return syscall.ENODATA
+	}
+	if !c.remove {
+		e := xattr.Entry{Index: index, Name: suffix, Value: value, ValueSize: uint32(len(value))}
+		if area != nil {
+			if _, err := xattr.EncodeIBody(len(area), append(newIbody, e)); err == nil {
+				newIbody = append(newIbody, e)
+				goto placed
+			}
+		}
+		newBlock = append(newBlock, e)
+		if _, err := xattr.EncodeBlock(newBlock, xattr.BlockParams{Size: int(f.blockSize)}); err != nil {
+			return syscall.ENOSPC // too big for the inode and one block (no ea_inode values)
+		}
+	}
+placed:
+	if area != nil {
+		enc, err := xattr.EncodeIBody(len(area), newIbody)
+		if err != nil {
+			return err
+		}
+		copy(area, enc)
+	}
+	if !entriesEqual(block, newBlock) || (oldBlk == 0) != (len(newBlock) == 0) {
+		if err := f.replaceXattrBlock(h, n, in, oldBlk, oldRef, newBlock); err != nil {
+			return err
+		}
+	}
+	in.Ctime = inode.FromTime(time.Now())
+	return f.setInode(h, n, in)
+}
+
+func entriesEqual(a, b []xattr.Entry) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Index != b[i].Index || !bytes.Equal(a[i].Name, b[i].Name) || !bytes.Equal(a[i].Value, b[i].Value) || a[i].ValueInum != b[i].ValueInum {
+			return false
+		}
+	}
+	return true
+}
+
+// replaceXattrBlock gives in the block holding es (none if es is empty),
+// sharing an identical block where one exists, and releases the old block
+// oldBlk (with refcount oldRef).
+func (f *FS) replaceXattrBlock(h handle, n *node, in *inode.Inode, oldBlk uint64, oldRef uint32, es []xattr.Entry) error {
+	var newBlk uint64
+	if len(es) > 0 {
+		content, err := xattr.EncodeBlock(es, xattr.BlockParams{Size: int(f.blockSize)})
+		if err != nil {
+			return err
+		}
+		hash := xattr.BlockHash(es)
+		newBlk, err = f.shareXattrBlock(h, hash, content)
+		if err != nil {
+			return err
+		}
+		if newBlk == 0 && oldBlk != 0 && oldRef <= 1 {
+			// Sole owner: rewrite in place.
+			f.xattrCache.remove(oldBlk)
+			err := h.Modify(oldBlk, func(b []byte) error {
+				copy(b, content)
+				if f.csum {
+					xattr.SetBlockChecksum(b, oldBlk, f.seed)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			f.xattrCache.add(hash, oldBlk)
+			return nil
+		}
+		if newBlk == 0 {
+			group, _, _ := f.sb.GroupOfInode(n.ino)
+			ext, err := f.w.balloc.Allocate(h, mballoc.Request{Inode: n.ino, Len: 1, Goal: f.sb.GroupFirstBlock(group)})
+			if err != nil {
+				var ns *mballoc.NoSpaceError
+				if errors.As(err, &ns) {
+					return syscall.ENOSPC
+				}
+				return err
+			}
+			newBlk = ext.Start
+			err = h.Create(newBlk, func(b []byte) error {
+				copy(b, content)
+				if f.csum {
+					xattr.SetBlockChecksum(b, newBlk, f.seed)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			f.xattrCache.add(hash, newBlk)
+		}
+		if err := f.addBlocks(in, 1); err != nil {
+			return err
+		}
+	}
+	if oldBlk != 0 {
+		if err := f.releaseXattrBlock(h, oldBlk); err != nil {
+			return err
+		}
+		if err := f.addBlocks(in, -1); err != nil {
+			return err
+		}
+	}
+	in.FileACL = newBlk
+	return nil
+}
+
+// shareXattrBlock looks for a block holding exactly content (ignoring the
+// header's refcount and checksum) and takes a reference to it. It returns
+// 0 if there is none with room for another reference.
+func (f *FS) shareXattrBlock(h handle, hash uint32, content []byte) (uint64, error) {
+	for _, blk := range f.xattrCache.candidates(hash) {
+		shared := false
+		err := h.Modify(blk, func(b []byte) error {
+			// Compare everything but h_refcount (4..8) and h_checksum (16..20).
+			if !bytes.Equal(b[:4], content[:4]) || !bytes.Equal(b[8:16], content[8:16]) || !bytes.Equal(b[20:], content[20:]) {
+				return nil
+			}
+			ref := binary.LittleEndian.Uint32(b[4:])
+			if ref >= xattrRefcountMax {
+				return nil
+			}
+			binary.LittleEndian.PutUint32(b[4:], ref+1)
+			if f.csum {
+				xattr.SetBlockChecksum(b, blk, f.seed)
+			}
+			shared = true
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		if shared {
+			return blk, nil
+		}
+	}
+	return 0, nil
+}
+
+// SetXattr sets the extended attribute attr of the named file (without
+// following a final symlink) to value. flags may be XattrCreate (fail if
+// it exists) or XattrReplace (fail if it does not).
+func (f *FS) SetXattr(name, attr string, value []byte, flags int) error {
+	return f.xattrOp("setxattr", name, xattrChange{name: attr, value: value, flags: flags})
+}
+
+// RemoveXattr removes the extended attribute attr of the named file.
+func (f *FS) RemoveXattr(name, attr string) error {
+	return f.xattrOp("removexattr", name, xattrChange{name: attr, remove: true})
+}
+
+func (f *FS) xattrOp(op, name string, c xattrChange) error {
+	if f.w == nil {
+		return &fs.PathError{Op: op, Path: name, Err: ErrReadOnly}
+	}
+	n, err := f.resolve(op, name, false)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h, err := f.begin()
+	if err != nil {
+		return &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	err = f.changeXattr(h, n, c)
+	if e := h.End(); err == nil {
+		err = e
+	}
+	if err != nil {
+		return &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	return nil
+}
+
+// uninlineFile moves an inline-data file's bytes out of the inode into an
+// extent-mapped block, as the kernel does before a write that does not fit
+// (ext4_convert_inline_data). n.mu must be held.
+func (f *FS) uninlineFile(n *node) error {
+	if !f.sb.HasIncompat(0x0040) { // extent
+		return &UnsupportedError{Feature: "converting inline data without the extent feature"}
+	}
+	data, err := f.inlineData(n)
+	if err != nil {
+		return err
+	}
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	in := editInode(n)
+	if err := f.dropInlineData(in); err != nil {
+		h.End()
+		return err
+	}
+	size := in.Size
+	in.Size = 0
+	err = f.setInode(h, n, in)
+	if e := h.End(); err == nil {
+		err = e
+	}
+	if err != nil {
+		return err
+	}
+	if len(data) > 0 {
+		if _, err := f.writeAt(n, data, 0, false); err != nil {
+			return fmt.Errorf("moving inline data out: %w", err)
+		}
+	}
+	h, err = f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	in = editInode(n)
+	in.Size = size
+	return f.setInode(h, n, in)
+}
+
+// dropInlineData turns in from an inline-data inode into an empty
+// extent-mapped one: system.data leaves the in-inode xattrs.
+func (f *FS) dropInlineData(in *inode.Inode) error {
+	area, _ := xattr.IBodyArea(in.Raw, int(in.ExtraIsize))
+	if area != nil {
+		es, err := xattr.DecodeIBody(area, f.xattrOptions())
+		if err != nil {
+			return err
+		}
+		kept := es[:0]
+		for _, e := range es {
+			if !(e.Index == xattr.IndexSystem && string(e.Name) == "data") {
+				kept = append(kept, e)
+			}
+		}
+		enc, err := xattr.EncodeIBody(len(area), kept)
+		if err != nil {
+			return err
+		}
+		copy(area, enc)
+	}
+	in.Flags &^= inode.FlagInlineData
+	in.Flags |= inode.FlagExtents
+	in.Block = [60]byte{}
+	return newExtentRoot(in)
+}
+
+// uninlineDir turns an inline-data directory into a block directory with
+// the same entries (kernel: ext4_convert_inline_data_nolock). n.mu must be
+// held.
+func (f *FS) uninlineDir(n *node) error {
+	if !f.sb.HasIncompat(0x0040) { // extent
+		return &UnsupportedError{Feature: "converting inline data without the extent feature"}
+	}
+	inl, err := f.inlineDir(n)
+	if err != nil {
+		return err
+	}
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	in := editInode(n)
+	if err := f.dropInlineData(in); err != nil {
+		return err
+	}
+	in.Size = 0
+	ds := f.newDirStore(h, n, in)
+	lblk, err := ds.AppendBlock()
+	if err != nil {
+		return err
+	}
+	b, err := dir.NewDirBlock(f.dirFormat(), n.ino, inl.Parent, inode.Seed(f.seed, n.ino, in.Generation))
+	if err != nil {
+		return err
+	}
+	if err := ds.WriteBlock(lblk, b); err != nil {
+		return err
+	}
+	ed := f.dirEditor(ds)
+	for _, e := range inl.Entries() {
+		if e.Inode == 0 {
+			continue
+		}
+		if err := ed.Add(e); err != nil {
+			return err
+		}
+	}
+	f.finishDir(ed, in)
+	return f.setInode(h, n, in)
+}
