@@ -193,6 +193,11 @@ func (b *Block) Entries() []Entry { return Used(b.Slots) }
 // blocks without one); the checksum itself is checked by VerifyLeafChecksum,
 // which needs the directory's checksum seed.
 func ParseBlock(b []byte, f Format) (*Block, error) {
+	return parseBlock(b, f, true)
+}
+
+// parseBlock is ParseBlock; without copyNames the names alias b.
+func parseBlock(b []byte, f Format, copyNames bool) (*Block, error) {
 	if len(b) != f.BlockSize || !ValidBlockSize(f.BlockSize) {
 		return nil, fserr.Corrupt("directory block", "%d bytes, want block size %d", len(b), f.BlockSize)
 	}
@@ -206,7 +211,7 @@ func ParseBlock(b []byte, f Format) (*Block, error) {
 		blk.Checksum = binary.LittleEndian.Uint32(b[len(b)-4:])
 		region = b[:len(b)-TailSize]
 	}
-	slots, err := ParseRegion(region, f)
+	slots, err := parseRegion(region, f, copyNames)
 	if err != nil {
 		return nil, err
 	}

@@ -63,21 +63,31 @@ func (d *Dir) block(lblk uint32, what string, mustExist bool) ([]byte, error) {
 	return b, nil
 }
 
-// leaf reads, verifies and parses a leaf block.
+// leaf reads, verifies and parses a leaf block; the names alias the block.
 func (d *Dir) leaf(lblk uint32, mustExist bool) (*Block, error) {
 	b, err := d.block(lblk, "directory block", mustExist)
 	if b == nil || err != nil {
 		return nil, err
 	}
-	return d.parseLeaf(lblk, b)
+	return d.parseLeafView(lblk, b)
 }
 
 // parseLeaf verifies and parses leaf block lblk read as b.
 func (d *Dir) parseLeaf(lblk uint32, b []byte) (*Block, error) {
+	return d.parseLeafOpt(lblk, b, true)
+}
+
+// parseLeafView is parseLeaf with names aliasing b, for callers that only
+// compare them before b changes.
+func (d *Dir) parseLeafView(lblk uint32, b []byte) (*Block, error) {
+	return d.parseLeafOpt(lblk, b, false)
+}
+
+func (d *Dir) parseLeafOpt(lblk uint32, b []byte, copyNames bool) (*Block, error) {
 	if err := VerifyLeafChecksum(b, d.Format, d.CsumSeed); err != nil {
 		return nil, fserr.At(err, int64(lblk), d.Ino)
 	}
-	blk, err := ParseBlock(b, d.Format)
+	blk, err := parseBlock(b, d.Format, copyNames)
 	if err != nil {
 		return nil, fserr.At(err, int64(lblk), d.Ino)
 	}
@@ -222,7 +232,7 @@ func (d *Dir) DxLookup(name []byte) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	hash, _, err := Hash(name, EffectiveVersion(r.HashVersion, d.HashUnsigned), d.HashSeed)
+	hash, _, err := hashName(name, EffectiveVersion(r.HashVersion, d.HashUnsigned), d.HashSeed)
 	if err != nil {
 		return Result{}, err
 	}
@@ -242,6 +252,7 @@ func (d *Dir) DxLookup(name []byte) (Result, error) {
 			return Result{}, err
 		}
 		if s, ok := searchLeaf(blk, name); ok {
+			s.Name = bytes.Clone(s.Name)
 			return Result{Entry: s.Entry, Block: lblk, Offset: s.Off}, nil
 		}
 		more, err := d.nextLeaf(frames, hash)
@@ -396,9 +407,16 @@ func (l LeafRange) Holds(h uint32) bool {
 // read. The walk refuses blocks referenced twice and leaves that are index
 // blocks.
 func (d *Dir) DxLeaves() (*DxRoot, []LeafRange, error) {
+	r, leaves, _, err := d.dxWalk()
+	return r, leaves, err
+}
+
+// dxWalk is DxLeaves that also returns the set of index blocks (the root,
+// block 0, included).
+func (d *Dir) dxWalk() (*DxRoot, []LeafRange, map[uint32]bool, error) {
 	r, err := d.root()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var out []LeafRange
 	seen := map[uint32]bool{0: true}
@@ -428,12 +446,12 @@ func (d *Dir) DxLeaves() (*DxRoot, []LeafRange, error) {
 		return nil
 	}
 	if err := walk(r.Entries, 0, 0); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	leaves := make(map[uint32]bool, len(out))
 	for _, l := range out {
 		if seen[l.Block] || leaves[l.Block] {
-			return nil, nil, &errBadIndex{&fserr.CorruptError{What: "htree", Block: int64(l.Block), Ino: d.Ino,
+			return nil, nil, nil, &errBadIndex{&fserr.CorruptError{What: "htree", Block: int64(l.Block), Ino: d.Ino,
 				Detail: "leaf block referenced twice or also an index block"}}
 		}
 		leaves[l.Block] = true
@@ -445,5 +463,5 @@ func (d *Dir) DxLeaves() (*DxRoot, []LeafRange, error) {
 			out[i].Hi = 1 << 32
 		}
 	}
-	return r, out, nil
+	return r, out, seen, nil
 }

@@ -76,37 +76,44 @@ func (t *Tree) RootNode() (*Node, error) {
 // child reads the node idx points to from a parent of depth parentDepth,
 // covering file blocks [idx.Logical, end), and checks it.
 func (t *Tree) child(idx Index, parentDepth uint16, end uint64) (*Node, error) {
+	n, _, err := t.readChild(idx, parentDepth, end)
+	return n, err
+}
+
+// readChild is child that also returns the block's bytes (BlockSize of
+// them, sharing the slice Read returned), for the Editor to change.
+func (t *Tree) readChild(idx Index, parentDepth uint16, end uint64) (*Node, []byte, error) {
 	if t.Read == nil {
-		return nil, fmt.Errorf("extent tree of inode %d: no block reader for depth %d", t.Ino, parentDepth)
+		return nil, nil, fmt.Errorf("extent tree of inode %d: no block reader for depth %d", t.Ino, parentDepth)
 	}
 	if t.BlockSize < 1024 || t.BlockSize > 65536 {
-		return nil, fmt.Errorf("extent tree of inode %d: bad block size %d", t.Ino, t.BlockSize)
+		return nil, nil, fmt.Errorf("extent tree of inode %d: bad block size %d", t.Ino, t.BlockSize)
 	}
 	blk := int64(idx.Child)
 	b, err := t.Read(idx.Child)
 	if err != nil {
-		return nil, fmt.Errorf("extent tree of inode %d: reading block %d: %w", t.Ino, idx.Child, err)
+		return nil, nil, fmt.Errorf("extent tree of inode %d: reading block %d: %w", t.Ino, idx.Child, err)
 	}
 	if len(b) < t.BlockSize {
-		return nil, fmt.Errorf("extent tree of inode %d: block %d: read %d bytes, want %d", t.Ino, idx.Child, len(b), t.BlockSize)
+		return nil, nil, fmt.Errorf("extent tree of inode %d: block %d: read %d bytes, want %d", t.Ino, idx.Child, len(b), t.BlockSize)
 	}
 	b = b[:t.BlockSize]
 	n, err := DecodeNode(b)
 	if err != nil {
-		return nil, fserr.At(err, blk, t.Ino)
+		return nil, nil, fserr.At(err, blk, t.Ino)
 	}
 	if n.Depth != parentDepth-1 {
-		return nil, t.corrupt(blk, "depth %d under a node of depth %d", n.Depth, parentDepth)
+		return nil, nil, t.corrupt(blk, "depth %d under a node of depth %d", n.Depth, parentDepth)
 	}
 	if err := t.check(n, blk, idx.Logical, end); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if t.Csum {
 		if err := VerifyChecksum(b, t.Seed); err != nil {
-			return nil, fserr.At(err, blk, t.Ino)
+			return nil, nil, fserr.At(err, blk, t.Ino)
 		}
 	}
-	return n, nil
+	return n, b, nil
 }
 
 func (t *Tree) corrupt(blk int64, format string, a ...any) error {

@@ -1,0 +1,858 @@
+package extent
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// Errors of the Editor besides those of the read side and of its Store.
+var (
+	// ErrMapped: Insert was given a range with a block already mapped.
+	ErrMapped = errors.New("extent: range already mapped")
+	// ErrInvalid: an argument no extent tree can hold (zero or too long
+	// extent, block numbers out of range), or an Editor set up wrongly.
+	ErrInvalid = errors.New("extent: invalid argument")
+	// ErrTooDeep: the change needs a tree deeper than MaxDepth.
+	ErrTooDeep = errors.New("extent: tree would exceed the maximum depth")
+)
+
+// Store is what an Editor changes a tree through; the filesystem implements
+// it inside one transaction. The Editor calls it only from the goroutine
+// that called the Editor's method.
+type Store interface {
+	// ReadNode returns the current content of tree block pblk (at least
+	// BlockSize bytes). The Editor may change the buffer in place; it
+	// passes every buffer it changed to WriteNode before it returns.
+	ReadNode(pblk uint64) ([]byte, error)
+	// WriteNode stores the new content of tree block pblk, tail checksum
+	// included. b is a buffer ReadNode returned or a new one.
+	WriteNode(pblk uint64, b []byte) error
+	// AllocNode allocates a block for a new tree node, near goal (the
+	// physical block of the data or node the new node sits beside, 0 when
+	// there is none: kernel ext4_ext_find_goal / ext4_ext_new_meta_block).
+	AllocNode(goal uint64) (uint64, error)
+	// FreeNode releases a tree block the tree no longer uses.
+	FreeNode(pblk uint64) error
+	// FreeData releases n data blocks from pblk that Remove unmapped.
+	FreeData(pblk uint64, n uint32) error
+}
+
+// Editor changes the extent tree of one inode: the write side of Tree
+// (kernel fs/ext4/extents.c). Root is the inode's i_block, changed in
+// place (the caller writes the inode back, and keeps i_blocks in step with
+// the AllocNode, FreeNode and FreeData calls it sees). Every node it writes
+// has a correct header (eh_max 4 in the root, (BlockSize-12)/12 in a new
+// block), sorted non-overlapping entries, index keys equal to the first
+// block of their child, no empty block node, and its checksum tail when
+// Csum is set. Trees from elsewhere are checked as Tree checks them on the
+// path an operation reads.
+//
+// Insert, and the splits Remove and Convert need, allocate every new node
+// before changing anything: when AllocNode fails the tree is unchanged.
+// An error from ReadNode, WriteNode or a Free call may leave a change half
+// done, as an I/O error inside a kernel transaction does; the caller is
+// expected to abort the transaction.
+//
+// An Editor has no state of its own besides its fields; it must not be used
+// from several goroutines at once.
+type Editor struct {
+	Root      *[RootSize]byte // the inode's i_block, changed in place
+	Store     Store
+	BlockSize int // filesystem block size, 1024..65536
+
+	Csum bool   // write (and verify) tail checksums: metadata_csum
+	Seed uint32 // the inode's checksum seed, inode.Seed(fsSeed, ino, generation)
+	Ino  uint32 // inode number, for error reports
+
+	// Bounds of physical block numbers, as in Tree.
+	FirstDataBlock, BlocksCount uint64
+
+	// nodeMax, when set, caps the capacity of new block nodes: tests use
+	// it to reach deep trees with few extents (it must be at least 5).
+	nodeMax int
+}
+
+// Tree returns a read-only view of the tree, for Lookup and Walk.
+func (ed *Editor) Tree() *Tree {
+	t := &Tree{
+		BlockSize:      ed.BlockSize,
+		FirstDataBlock: ed.FirstDataBlock, BlocksCount: ed.BlocksCount,
+		Csum: ed.Csum, Seed: ed.Seed, Ino: ed.Ino,
+	}
+	if ed.Store != nil {
+		t.Read = ed.Store.ReadNode
+	}
+	if ed.Root != nil {
+		t.Root = ed.Root[:]
+	}
+	return t
+}
+
+// level is one node on the path from the root to a leaf.
+type level struct {
+	blk  uint64 // 0 for the root
+	buf  []byte // the block's bytes; nil for the root
+	node *Node
+	// pos is the index entry followed, or in a leaf the extent at or
+	// before the block looked for (-1: none).
+	pos int
+	lo  uint32 // first file block the node covers (its key in the parent)
+	hi  uint64 // file block where the node's range ends
+}
+
+// path runs from the root (path[0]) to a leaf (kernel: struct ext4_ext_path).
+type path []level
+
+func (p path) leaf() *level { return &p[len(p)-1] }
+
+// entry is an entry of either kind, for code shared by leaves and index
+// nodes.
+type entry struct {
+	ext Extent
+	idx Index
+}
+
+func (n *Node) insert(pos int, en entry) {
+	if n.Leaf() {
+		n.Extents = slices.Insert(n.Extents, pos, en.ext)
+	} else {
+		n.Indexes = slices.Insert(n.Indexes, pos, en.idx)
+	}
+}
+
+func (n *Node) remove(pos int) {
+	if n.Leaf() {
+		n.Extents = slices.Delete(n.Extents, pos, pos+1)
+	} else {
+		n.Indexes = slices.Delete(n.Indexes, pos, pos+1)
+	}
+}
+
+// firstKey returns the first file block of a non-empty node.
+func (n *Node) firstKey() uint32 {
+	if n.Leaf() {
+		return n.Extents[0].Logical
+	}
+	return n.Indexes[0].Logical
+}
+
+// maxLen returns the longest extent of the kind.
+func maxLen(unwritten bool) uint32 {
+	if unwritten {
+		return UnwrittenMaxLen
+	}
+	return InitMaxLen
+}
+
+// canMerge reports whether b can be appended to a (kernel:
+// ext4_can_extents_be_merged).
+func canMerge(a, b Extent) bool {
+	return a.Unwritten == b.Unwritten && a.End() == uint64(b.Logical) &&
+		a.Start+uint64(a.Len) == b.Start && a.Len+b.Len <= maxLen(a.Unwritten)
+}
+
+func (ed *Editor) blockMax() uint16 {
+	m := MaxEntries(ed.BlockSize)
+	if ed.nodeMax >= 5 && ed.nodeMax < m {
+		m = ed.nodeMax
+	}
+	return uint16(m)
+}
+
+func (ed *Editor) setupErr() error {
+	switch {
+	case ed.Root == nil:
+		return fmt.Errorf("%w: editor without a root", ErrInvalid)
+	case ed.Store == nil:
+		return fmt.Errorf("%w: editor without a store", ErrInvalid)
+	case ed.BlockSize < 1024 || ed.BlockSize > 65536:
+		return fmt.Errorf("%w: block size %d", ErrInvalid, ed.BlockSize)
+	}
+	return nil
+}
+
+// checkExtent rejects an extent no tree may hold.
+func (ed *Editor) checkExtent(x Extent) error {
+	t := ed.Tree()
+	switch {
+	case x.Len == 0 || x.Len > maxLen(x.Unwritten):
+		return fmt.Errorf("%w: extent length %d (unwritten %v)", ErrInvalid, x.Len, x.Unwritten)
+	case x.End() > MaxLogical:
+		return fmt.Errorf("%w: extent %d+%d ends past block %d", ErrInvalid, x.Logical, x.Len, uint64(MaxLogical))
+	case x.Start >= 1<<48 || !t.validPhys(x.Start, uint64(x.Len)):
+		return fmt.Errorf("%w: extent maps to blocks %d+%d outside the filesystem", ErrInvalid, x.Start, x.Len)
+	}
+	return nil
+}
+
+// find returns the path to the leaf that holds or would hold file block
+// lblk (kernel: ext4_find_extent). Below the root it follows the last index
+// starting at or before lblk, or the first one.
+func (ed *Editor) find(lblk uint32) (path, error) {
+	t := ed.Tree()
+	root, err := t.RootNode()
+	if err != nil {
+		return nil, err
+	}
+	p := path{{node: root, hi: 1 << 32}}
+	for {
+		l := p.leaf()
+		n := l.node
+		if n.Leaf() {
+			l.pos = sort.Search(len(n.Extents), func(i int) bool { return n.Extents[i].Logical > lblk }) - 1
+			return p, nil
+		}
+		l.pos = max(0, sort.Search(len(n.Indexes), func(i int) bool { return n.Indexes[i].Logical > lblk })-1)
+		if p, err = ed.down(p); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// down appends to p the child its last level's pos names.
+func (ed *Editor) down(p path) (path, error) {
+	l := p.leaf()
+	n := l.node
+	idx := n.Indexes[l.pos]
+	end := childEnd(n, l.pos, l.hi)
+	c, buf, err := ed.Tree().readChild(idx, n.Depth, end)
+	if err != nil {
+		return nil, err
+	}
+	return append(p, level{blk: idx.Child, buf: buf, node: c, lo: idx.Logical, hi: end}), nil
+}
+
+// sideLeaf returns the path to the leaf after (next) or before p's leaf,
+// or nil at the end of the tree. In the new leaf pos is -1 (next) or the
+// last extent (previous).
+func (ed *Editor) sideLeaf(p path, next bool) (path, error) {
+	for i := len(p) - 2; i >= 0; i-- {
+		l := p[i]
+		if next && l.pos+1 < len(l.node.Indexes) || !next && l.pos > 0 {
+			q := slices.Clone(p[:i+1])
+			if next {
+				q[i].pos++
+			} else {
+				q[i].pos--
+			}
+			for {
+				var err error
+				if q, err = ed.down(q); err != nil {
+					return nil, err
+				}
+				c := q.leaf()
+				last := c.node.Len() - 1
+				if c.node.Leaf() {
+					if next {
+						c.pos = -1
+					} else {
+						c.pos = last
+					}
+					return q, nil
+				}
+				if next {
+					c.pos = 0
+				} else {
+					c.pos = last
+				}
+			}
+		}
+	}
+	return nil, nil
+}
+
+// write stores a node: the root into Root, a block through the Store with
+// stale entries cleared and the tail checksum set.
+func (ed *Editor) write(l *level) error {
+	n := l.node
+	if l.blk == 0 {
+		var b [RootSize]byte
+		if err := n.Encode(b[:]); err != nil {
+			return err
+		}
+		*ed.Root = b
+		return nil
+	}
+	b := l.buf
+	if err := n.Encode(b); err != nil {
+		return err
+	}
+	clear(b[HeaderSize+EntrySize*n.Len() : HeaderSize+EntrySize*int(n.Max)])
+	if ed.Csum {
+		if err := SetChecksum(b, ed.Seed); err != nil {
+			return err
+		}
+	}
+	return ed.Store.WriteNode(l.blk, b)
+}
+
+// fixKeys makes the index entries above level i name the first block of
+// their child again, after the first entry of node i changed (kernel:
+// ext4_ext_correct_indexes).
+func (ed *Editor) fixKeys(p path, i int) error {
+	for ; i > 0; i-- {
+		key := p[i].node.firstKey()
+		par := &p[i-1]
+		if par.node.Indexes[par.pos].Logical == key {
+			return nil
+		}
+		par.node.Indexes[par.pos].Logical = key
+		p[i].lo = key
+		if err := ed.write(par); err != nil {
+			return err
+		}
+		if par.pos != 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+// reserve allocates, before anything changes, the nodes that inserting one
+// entry into level i of p needs: one per full node from i up, the root
+// counting once for growing the tree (kernel: ext4_ext_create_new_leaf).
+func (ed *Editor) reserve(p path, i int) ([]uint64, error) {
+	need := 0
+	for ; i >= 0; i-- {
+		n := p[i].node
+		if n.Len() < int(n.Max) {
+			break
+		}
+		if i == 0 && n.Depth >= MaxDepth {
+			return nil, fmt.Errorf("%w (inode %d)", ErrTooDeep, ed.Ino)
+		}
+		need++
+	}
+	if need == 0 {
+		return nil, nil
+	}
+	goal := ed.goal(p)
+	t := ed.Tree()
+	pool := make([]uint64, 0, need)
+	for range need {
+		b, err := ed.Store.AllocNode(goal)
+		if err == nil && (b >= 1<<48 || !t.validPhys(b, 1)) {
+			err = fmt.Errorf("extent: AllocNode gave block %d outside the filesystem", b)
+		}
+		if err != nil {
+			for _, b := range pool {
+				err = errors.Join(err, ed.Store.FreeNode(b))
+			}
+			return nil, err
+		}
+		pool = append(pool, b)
+	}
+	return pool, nil
+}
+
+// goal returns where a new node of p should go: by the data of the nearest
+// extent, else by the leaf (kernel: ext4_ext_find_goal).
+func (ed *Editor) goal(p path) uint64 {
+	l := p.leaf()
+	if exts := l.node.Extents; len(exts) > 0 {
+		return exts[max(l.pos, 0)].Start
+	}
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i].blk != 0 {
+			return p[i].blk
+		}
+	}
+	return 0
+}
+
+// insertSplit inserts en at level i, position pos, of p with the nodes
+// reserve allocated, and checks that it used them all.
+func (ed *Editor) insertSplit(p path, i, pos int, en entry, pool []uint64) error {
+	if err := ed.insertAt(p, i, pos, en, &pool); err != nil {
+		return err
+	}
+	if len(pool) != 0 {
+		return fmt.Errorf("extent: internal error: %d reserved nodes unused", len(pool))
+	}
+	return nil
+}
+
+// insertAt inserts en at position pos of node i of p. A full node is split
+// in two and the new one's index inserted into the parent, up to the root,
+// which grows the tree when it is full (kernel: ext4_ext_insert_extent,
+// ext4_ext_split, ext4_ext_grow_indepth). New nodes come from pool. p is
+// stale afterwards.
+func (ed *Editor) insertAt(p path, i, pos int, en entry, pool *[]uint64) error {
+	l := &p[i]
+	n := l.node
+	if n.Len() < int(n.Max) {
+		n.insert(pos, en)
+		if err := ed.write(l); err != nil {
+			return err
+		}
+		return ed.fixKeys(p, i)
+	}
+	take := func() (uint64, error) {
+		if len(*pool) == 0 {
+			return 0, errors.New("extent: internal error: no reserved node")
+		}
+		b := (*pool)[0]
+		*pool = (*pool)[1:]
+		return b, nil
+	}
+	blk, err := take()
+	if err != nil {
+		return err
+	}
+	if i == 0 {
+		// The root is full: its entries move to a new block and the root
+		// becomes an index with one entry, one level up.
+		child := &Node{Header: Header{Magic: Magic, Max: ed.blockMax(), Depth: n.Depth}, Extents: n.Extents, Indexes: n.Indexes}
+		cl := level{blk: blk, buf: make([]byte, ed.BlockSize), node: child, pos: l.pos, lo: child.firstKey(), hi: l.hi}
+		if err := ed.write(&cl); err != nil {
+			return err
+		}
+		root := &Node{Header: Header{Magic: Magic, Max: uint16(MaxEntries(RootSize)), Depth: n.Depth + 1, Generation: n.Generation},
+			Indexes: []Index{{Logical: cl.lo, Child: blk}}}
+		np := path{{node: root, hi: 1 << 32}, cl}
+		if err := ed.write(&np[0]); err != nil {
+			return err
+		}
+		return ed.insertAt(append(np, p[1:]...), 1, pos, en, pool)
+	}
+	// Split. Appending past the end of the rightmost node starts a new,
+	// otherwise empty node, so that a file written in order gets full
+	// nodes; anywhere else the node splits in half.
+	rightmost := pos == n.Len()
+	for j := range i {
+		rightmost = rightmost && p[j].pos == p[j].node.Len()-1
+	}
+	right := &Node{Header: Header{Magic: Magic, Max: ed.blockMax(), Depth: n.Depth}}
+	if rightmost {
+		right.insert(0, en)
+	} else {
+		n.insert(pos, en)
+		k := n.Len() / 2
+		if n.Leaf() {
+			right.Extents = slices.Clone(n.Extents[k:])
+			n.Extents = n.Extents[:k]
+		} else {
+			right.Indexes = slices.Clone(n.Indexes[k:])
+			n.Indexes = n.Indexes[:k]
+		}
+	}
+	rl := level{blk: blk, buf: make([]byte, ed.BlockSize), node: right}
+	if err := ed.write(&rl); err != nil {
+		return err
+	}
+	// The left node is written even when the new entry went right: the
+	// caller may have changed it (splitAt shortens the extent it splits).
+	if err := ed.write(l); err != nil {
+		return err
+	}
+	if err := ed.fixKeys(p, i); err != nil {
+		return err
+	}
+	return ed.insertAt(p, i-1, p[i-1].pos+1, entry{idx: Index{Logical: right.firstKey(), Child: blk}}, pool)
+}
+
+// deleteAt removes entry pos of node i of p. A block node left empty is
+// freed and its index removed from the parent, recursively; an empty root
+// becomes an empty leaf (kernel: ext4_ext_rm_idx, and the end of
+// ext4_ext_remove_space). p is stale afterwards.
+func (ed *Editor) deleteAt(p path, i, pos int) error {
+	l := &p[i]
+	l.node.remove(pos)
+	if l.node.Len() > 0 {
+		if err := ed.write(l); err != nil {
+			return err
+		}
+		return ed.fixKeys(p, i)
+	}
+	if i == 0 {
+		l.node = &Node{Header: Header{Magic: Magic, Max: uint16(MaxEntries(RootSize)), Generation: l.node.Generation}}
+		return ed.write(l)
+	}
+	if err := ed.deleteAt(p, i-1, p[i-1].pos); err != nil {
+		return err
+	}
+	return ed.Store.FreeNode(l.blk)
+}
+
+// shrink moves the only child of the root into the root while it fits,
+// freeing the child's block (kernel: ext4_ext_try_to_merge_up, here for
+// any depth).
+func (ed *Editor) shrink() error {
+	t := ed.Tree()
+	for {
+		root, err := t.RootNode()
+		if err != nil {
+			return err
+		}
+		if root.Leaf() || len(root.Indexes) != 1 {
+			return nil
+		}
+		c, _, err := t.readChild(root.Indexes[0], root.Depth, 1<<32)
+		if err != nil {
+			return err
+		}
+		if c.Len() > MaxEntries(RootSize) {
+			return nil
+		}
+		c.Max = uint16(MaxEntries(RootSize))
+		c.Generation = root.Generation
+		if err := ed.write(&level{node: c}); err != nil {
+			return err
+		}
+		if err := ed.Store.FreeNode(root.Indexes[0].Child); err != nil {
+			return err
+		}
+	}
+}
+
+// Insert maps the range of x, which must be a hole. It extends the extent
+// before or after when x continues it logically and physically with the
+// same written state (kernel: ext4_ext_insert_extent with
+// ext4_can_extents_be_merged), else adds an entry, splitting full nodes
+// and growing the tree as needed. A range with a mapped block gives
+// ErrMapped; the tree is then unchanged.
+func (ed *Editor) Insert(x Extent) error {
+	if err := ed.setupErr(); err != nil {
+		return err
+	}
+	if err := ed.checkExtent(x); err != nil {
+		return err
+	}
+	p, err := ed.find(x.Logical)
+	if err != nil {
+		return err
+	}
+	d := len(p) - 1
+	leaf := p.leaf()
+	n := leaf.node
+	pos := leaf.pos
+	overlap := func(y Extent) error {
+		return fmt.Errorf("%w: inserting blocks %d+%d over extent %d+%d (inode %d)", ErrMapped, x.Logical, x.Len, y.Logical, y.Len, ed.Ino)
+	}
+	if pos >= 0 && n.Extents[pos].End() > uint64(x.Logical) {
+		return overlap(n.Extents[pos])
+	}
+	var next path // the following leaf, when x goes after the last extent
+	if pos+1 < len(n.Extents) {
+		if y := n.Extents[pos+1]; x.End() > uint64(y.Logical) {
+			return overlap(y)
+		}
+	} else if d > 0 {
+		if next, err = ed.sideLeaf(p, true); err != nil {
+			return err
+		}
+		for q := next; q != nil; {
+			if exts := q.leaf().node.Extents; len(exts) > 0 {
+				if x.End() > uint64(exts[0].Logical) {
+					return overlap(exts[0])
+				}
+				break
+			}
+			if q, err = ed.sideLeaf(q, true); err != nil {
+				return err
+			}
+		}
+		if x.End() > leaf.hi {
+			// Only an empty leaf (which this package never writes)
+			// leaves a gap between index keys and extents.
+			return fmt.Errorf("extent: inode %d: blocks %d+%d cross the index key %d of an empty leaf", ed.Ino, x.Logical, x.Len, leaf.hi)
+		}
+	}
+	exts := n.Extents
+	switch {
+	case pos >= 0 && canMerge(exts[pos], x):
+		exts[pos].Len += x.Len
+		joined := pos+1 < len(exts) && canMerge(exts[pos], exts[pos+1])
+		if joined {
+			exts[pos].Len += exts[pos+1].Len
+			n.remove(pos + 1)
+		}
+		if err := ed.write(leaf); err != nil {
+			return err
+		}
+		if joined {
+			return ed.shrink()
+		}
+		return nil
+	case pos+1 < len(exts) && canMerge(x, exts[pos+1]):
+		y := &exts[pos+1]
+		y.Logical, y.Start, y.Len = x.Logical, x.Start, y.Len+x.Len
+		if err := ed.write(leaf); err != nil {
+			return err
+		}
+		return ed.fixKeys(p, d)
+	}
+	if next != nil {
+		// x goes between this leaf and the next: extend the next leaf's
+		// first extent backwards, or take a free slot there rather than
+		// splitting this leaf (kernel: ext4_ext_insert_extent's next leaf).
+		nl := next.leaf()
+		nn := nl.node
+		if len(nn.Extents) > 0 && canMerge(x, nn.Extents[0]) {
+			y := &nn.Extents[0]
+			y.Logical, y.Start, y.Len = x.Logical, x.Start, y.Len+x.Len
+			if err := ed.write(nl); err != nil {
+				return err
+			}
+			return ed.fixKeys(next, d)
+		}
+		if n.Len() == int(n.Max) && nn.Len() < int(nn.Max) {
+			return ed.insertAt(next, d, 0, entry{ext: x}, nil)
+		}
+	}
+	pool, err := ed.reserve(p, d)
+	if err != nil {
+		return err
+	}
+	return ed.insertSplit(p, d, pos+1, entry{ext: x}, pool)
+}
+
+// splitAt makes lblk the first block of an extent when it falls inside
+// one, without changing the mapping (kernel: ext4_split_extent_at).
+func (ed *Editor) splitAt(lblk uint32) error {
+	p, err := ed.find(lblk)
+	if err != nil {
+		return err
+	}
+	leaf := p.leaf()
+	if leaf.pos < 0 {
+		return nil
+	}
+	x := leaf.node.Extents[leaf.pos]
+	if x.Logical == lblk || x.End() <= uint64(lblk) {
+		return nil
+	}
+	pool, err := ed.reserve(p, len(p)-1)
+	if err != nil {
+		return err
+	}
+	head := lblk - x.Logical
+	leaf.node.Extents[leaf.pos].Len = head
+	tail := Extent{Logical: lblk, Len: x.Len - head, Start: x.Start + uint64(head), Unwritten: x.Unwritten}
+	return ed.insertSplit(p, len(p)-1, leaf.pos+1, entry{ext: tail}, pool)
+}
+
+// Remove unmaps file blocks [from, to) (to = MaxLogical: everything from
+// from on), trimming extents that cross the edges, and hands the unmapped
+// physical blocks to FreeData after the tree no longer names them (one call
+// per piece of an extent). Emptied nodes are freed and the tree shrinks back
+// into the root when it fits (kernel: ext4_ext_remove_space,
+// ext4_ext_rm_leaf). Only a range strictly inside one extent needs a new
+// entry, so only then can Remove fail for want of a node, before any change.
+func (ed *Editor) Remove(from, to uint32) error {
+	if err := ed.setupErr(); err != nil {
+		return err
+	}
+	if from >= to {
+		return nil
+	}
+	p, err := ed.find(from)
+	if err != nil {
+		return err
+	}
+	if l := p.leaf(); l.pos >= 0 {
+		if x := l.node.Extents[l.pos]; x.Logical < from && uint64(to) < x.End() {
+			// A hole punched inside one extent leaves a piece on either
+			// side (kernel: ext4_force_split_extent_at).
+			if err := ed.splitAt(to); err != nil {
+				return err
+			}
+		}
+	}
+	type run struct {
+		start uint64
+		n     uint32
+	}
+	cur := from
+	for {
+		p, err := ed.find(cur)
+		if err != nil {
+			return err
+		}
+		leaf := p.leaf()
+		var kept []Extent
+		var freed []run
+		for _, x := range leaf.node.Extents {
+			a, b := max(uint64(x.Logical), uint64(cur)), min(x.End(), uint64(to))
+			if a >= b {
+				kept = append(kept, x)
+				continue
+			}
+			freed = append(freed, run{x.Start + a - uint64(x.Logical), uint32(b - a)})
+			switch {
+			case a > uint64(x.Logical): // keep the head
+				x.Len = uint32(a) - x.Logical
+				kept = append(kept, x)
+			case b < x.End(): // keep the tail
+				x.Start += b - uint64(x.Logical)
+				x.Len = uint32(x.End() - b)
+				x.Logical = uint32(b)
+				kept = append(kept, x)
+			}
+		}
+		hi := leaf.hi
+		if len(freed) > 0 {
+			d := len(p) - 1
+			if len(kept) == 0 && d > 0 {
+				if err := ed.deleteAt(p, d-1, p[d-1].pos); err != nil {
+					return err
+				}
+				if err := ed.Store.FreeNode(leaf.blk); err != nil {
+					return err
+				}
+			} else {
+				leaf.node.Extents = kept
+				if err := ed.write(leaf); err != nil {
+					return err
+				}
+				if len(kept) > 0 {
+					if err := ed.fixKeys(p, d); err != nil {
+						return err
+					}
+				}
+			}
+			for _, r := range freed {
+				if err := ed.Store.FreeData(r.start, r.n); err != nil {
+					return err
+				}
+			}
+		}
+		if hi >= uint64(to) {
+			break
+		}
+		cur = uint32(hi)
+	}
+	return ed.shrink()
+}
+
+// Convert sets the written state of the mapped blocks in [from, from+n):
+// unwritten to written after data was written into fallocated space, or
+// written to unwritten (zero range). Holes in the range stay holes. An
+// extent partly in the range splits into up to three; the converted part
+// then merges with its neighbours in the leaf, and when it starts or ends
+// the extent and continues a neighbour of the new state, the boundary
+// between them just moves, with no new entry (kernel: ext4_split_extent,
+// ext4_ext_convert_to_initialized, ext4_ext_try_to_merge).
+func (ed *Editor) Convert(from, n uint32, toWritten bool) error {
+	if err := ed.setupErr(); err != nil {
+		return err
+	}
+	to := uint64(from) + uint64(n)
+	if to > MaxLogical {
+		return fmt.Errorf("%w: range %d+%d ends past block %d", ErrInvalid, from, n, uint64(MaxLogical))
+	}
+	unw := !toWritten
+	cur := uint64(from)
+	for cur < to {
+		p, err := ed.find(uint32(cur))
+		if err != nil {
+			return err
+		}
+		leaf := p.leaf()
+		exts := leaf.node.Extents
+		i := leaf.pos
+		if i < 0 || exts[i].End() <= cur {
+			i++
+		}
+		if i == len(exts) { // nothing more in this leaf
+			cur = leaf.hi
+			continue
+		}
+		x := exts[i]
+		if uint64(x.Logical) >= to {
+			break
+		}
+		a, b := max(uint64(x.Logical), cur), min(x.End(), to)
+		cur = b
+		if x.Unwritten == unw {
+			continue
+		}
+		piece := Extent{Logical: uint32(a), Len: uint32(b - a), Start: x.Start + a - uint64(x.Logical), Unwritten: unw}
+		switch {
+		case a == uint64(x.Logical) && b < x.End() && i > 0 && canMerge(exts[i-1], piece):
+			exts[i-1].Len += piece.Len
+			exts[i] = Extent{Logical: uint32(b), Len: uint32(x.End() - b), Start: piece.Start + uint64(piece.Len), Unwritten: x.Unwritten}
+			if err := ed.write(leaf); err != nil {
+				return err
+			}
+			continue
+		case a > uint64(x.Logical) && b == x.End() && i+1 < len(exts) && canMerge(piece, exts[i+1]):
+			y := &exts[i+1]
+			y.Logical, y.Start, y.Len = piece.Logical, piece.Start, y.Len+piece.Len
+			exts[i].Len = uint32(a) - x.Logical
+			if err := ed.write(leaf); err != nil {
+				return err
+			}
+			continue
+		}
+		if b-a > uint64(maxLen(unw)) {
+			// A whole initialized extent of InitMaxLen blocks is one
+			// block too long to be unwritten: convert it in two steps.
+			b = a + uint64(maxLen(unw))
+			cur = b
+		}
+		if err := ed.splitAt(uint32(a)); err != nil {
+			return err
+		}
+		if b < MaxLogical {
+			if err := ed.splitAt(uint32(b)); err != nil {
+				return err
+			}
+		}
+		if p, err = ed.find(uint32(a)); err != nil {
+			return err
+		}
+		leaf = p.leaf()
+		nd := leaf.node
+		j := leaf.pos
+		nd.Extents[j].Unwritten = unw
+		if j+1 < len(nd.Extents) && canMerge(nd.Extents[j], nd.Extents[j+1]) {
+			nd.Extents[j].Len += nd.Extents[j+1].Len
+			nd.remove(j + 1)
+		}
+		if j > 0 && canMerge(nd.Extents[j-1], nd.Extents[j]) {
+			nd.Extents[j-1].Len += nd.Extents[j].Len
+			nd.remove(j)
+		}
+		if err := ed.write(leaf); err != nil {
+			return err
+		}
+	}
+	return ed.shrink()
+}
+
+// Neighbours returns the extent holding file block lblk or else the last
+// one before it (left), and the first extent starting after lblk (right);
+// nil where there is none. The writer takes allocation goals from them
+// (kernel: ext4_ext_find_goal, ext4_ext_search_left/right).
+func (ed *Editor) Neighbours(lblk uint32) (left, right *Extent, err error) {
+	if err := ed.setupErr(); err != nil {
+		return nil, nil, err
+	}
+	p, err := ed.find(lblk)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Empty leaves exist only in trees from elsewhere; step over them.
+	for q := p; q != nil && left == nil; {
+		l := q.leaf()
+		if l.pos >= 0 {
+			x := l.node.Extents[l.pos]
+			left = &x
+		} else if q, err = ed.sideLeaf(q, false); err != nil {
+			return nil, nil, err
+		}
+	}
+	for q := p; q != nil && right == nil; {
+		l := q.leaf()
+		if l.pos+1 < len(l.node.Extents) {
+			x := l.node.Extents[l.pos+1]
+			right = &x
+		} else if q, err = ed.sideLeaf(q, true); err != nil {
+			return nil, nil, err
+		}
+	}
+	return left, right, nil
+}
