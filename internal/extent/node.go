@@ -14,8 +14,19 @@
 // applies the kernel's checks (ext4_ext_check, ext4_valid_extent_entries)
 // plus ordering between siblings, so that a corrupt tree gives a
 // *fserr.CorruptError or *fserr.ChecksumError and never a panic, a loop or
-// unbounded work. Nothing here keeps state between calls, so there are no
-// locks; a Tree may be used from several goroutines if its BlockReader may.
+// unbounded work.
+//
+// Editor is the write side: it inserts, removes and converts ranges through
+// a Store (the filesystem's transaction), merging neighbours, splitting
+// full nodes, growing and shrinking the tree as the kernel's extents.c
+// does. Every tree it leaves passes Tree's checks: sorted, non-overlapping
+// entries, index keys equal to their child's first block, no empty block
+// node, eh_max 4 in the root and (blocksize-12)/12 in new blocks, checksum
+// tails with metadata_csum.
+//
+// Nothing here keeps state between calls, so there are no locks; a Tree
+// may be used from several goroutines if its BlockReader may, an Editor by
+// one goroutine at a time (the caller's inode lock).
 package extent
 
 import (
