@@ -5,9 +5,32 @@
 // directories, and lookups and iteration over a whole directory.
 //
 // Everything is pure: blocks come in as byte slices and, where a walk needs
-// more blocks (Dir.Lookup, Dir.Iterate), through a BlockReader the caller
-// supplies. Nothing here holds state between calls, so all of it is safe for
-// concurrent use as long as callers do not share the byte slices they pass.
+// more blocks (Dir.Lookup, Dir.Iterate, Dir.Check), through a BlockReader the
+// caller supplies. Nothing here holds state between calls, so all of it is
+// safe for concurrent use as long as callers do not share the byte slices
+// they pass.
+//
+// The write path is Editor: insert, delete and replace entries in a linear
+// directory or an htree, turning a full one-block directory into an htree,
+// splitting leaves and index blocks and adding index levels like the
+// kernel's namei.c. It reads, writes and grows the directory only through a
+// Store the filesystem implements inside one transaction; its only state is
+// the directory's block count and index flag, which the caller persists. An
+// Editor is used by one goroutine at a time (the caller's directory lock).
+// Inline-data directories are edited in place by InlineAdd, InlineRemove and
+// friends, and moved to a block by InlineToBlock.
+//
+// Invariants kept by the editor, checked by Dir.Check and by e2fsck -fn and
+// the kernel in the tests: dirents tile every block exactly, with the
+// checksum tail under metadata_csum; an unused dirent only ever starts a
+// leaf; names are unique; in an htree every block but the root is referenced
+// once, all leaves sit at one depth, index hashes are sorted, and every name
+// lies in the hash range its leaf has in the index (with the low-bit
+// continuation mark where a run of equal hashes spans leaves), so a lookup
+// by hash finds it. An AppendBlock that fails (ENOSPC) leaves a valid
+// directory: a block is appended before the blocks that will point at it
+// change, and a directory is valid again between any two appends. A failing
+// WriteBlock, by contrast, leaves the transaction to be aborted.
 //
 // Invariants kept by the decoders, whatever the input bytes:
 //   - they never panic and never index outside the slice they are given;

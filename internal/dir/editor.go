@@ -140,8 +140,12 @@ func (e *Editor) linearAdd(ent Entry) error {
 		if fit < 0 && hasRoom(blk.Slots, need) {
 			fit = int64(lblk)
 		}
-		if lblk == 0 {
-			slots0 = blk.Slots
+		if lblk == 0 && e.NBlocks == 1 {
+			// Kept for makeIndexed: copy the names out of the block.
+			slots0 = slices.Clone(blk.Slots)
+			for i := range slots0 {
+				slots0[i].Name = bytes.Clone(slots0[i].Name)
+			}
 		}
 	}
 	if fit >= 0 {
