@@ -94,10 +94,19 @@ func (f *FS) rename(oldname, newname string, flags int) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if dst == src {
-		return nil // both names are links to one inode: nothing to do
+	// The checks come in Linux's order (do_renameat2, then vfs_rename), so
+	// that a rename breaking several rules fails as it would there: the
+	// flags' conditions first (even for two links to one inode), then
+	// "source above target" (EINVAL), then "target above source"
+	// (ENOTEMPTY, or EINVAL for an exchange), and only then the no-op of
+	// renaming an inode onto itself.
+	switch {
+	case flags&RenameNoReplace != 0 && dst != nil:
+		return fs.ErrExist
+	case flags&RenameExchange != 0 && dst == nil:
+		return fs.ErrNotExist
 	}
-	if src == newParent || src == oldParent || dst == oldParent || dst == newParent {
+	if src == newParent || src == oldParent {
 		return syscall.EINVAL
 	}
 	srcDir := src.isDir()
@@ -106,10 +115,19 @@ func (f *FS) rename(oldname, newname string, flags int) error {
 			return err
 		}
 	}
-	if dst != nil && flags&RenameExchange != 0 && cross && dst.isDir() {
+	if dst != nil && cross && dst.isDir() {
 		if err := f.checkNotAncestor(dst, oldParent); err != nil {
+			if errors.Is(err, syscall.EINVAL) && flags&RenameExchange == 0 {
+				return syscall.ENOTEMPTY // kernel: the "trap" check
+			}
 			return err
 		}
+	}
+	if dst == src {
+		if flags&RenameNoReplace != 0 {
+			return fs.ErrExist
+		}
+		return nil // both names are links to one inode: nothing to do
 	}
 	// Children in inode order.
 	if dst != nil && dst.ino < src.ino {
@@ -126,10 +144,6 @@ func (f *FS) rename(oldname, newname string, flags int) error {
 		}
 	}
 	switch {
-	case flags&RenameNoReplace != 0 && dst != nil:
-		return fs.ErrExist
-	case flags&RenameExchange != 0 && dst == nil:
-		return fs.ErrNotExist
 	case dst != nil && flags&RenameExchange == 0:
 		if srcDir && !dst.isDir() {
 			return syscall.ENOTDIR
