@@ -55,18 +55,26 @@ type FS struct {
 	orphans    []*node // inodes on the orphan list, head first; w.orphanMu
 	xattrCache xattrBlockCache
 
+	// reproducible makes new inodes' generations and the allocator's
+	// choices depend only on the sequence of changes (image building).
+	reproducible bool
+
 	errMu sync.Mutex // protects err
 	err   error      // first failure that left the on-disk state in doubt
 }
 
 // Open opens the ext4 filesystem in the image file or block device at path,
-// for reading.
+// for reading, or also for writing with Options.Writable.
 func Open(path string, opts *Options) (*FS, error) {
+	return openPath(path, opts, false)
+}
+
+func openPath(path string, opts *Options, reproducible bool) (*FS, error) {
 	d, err := dev.Open(path, opts != nil && opts.Writable)
 	if err != nil {
 		return nil, err
 	}
-	f, err := newFS(d, opts)
+	f, err := newFS(d, opts, reproducible)
 	if err != nil {
 		d.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -77,11 +85,14 @@ func Open(path string, opts *Options) (*FS, error) {
 // NewFS reads the ext4 filesystem held in the first size bytes of r.
 // Closing the FS does not close r.
 func NewFS(r io.ReaderAt, size int64, opts *Options) (*FS, error) {
-	return newFS(dev.ReaderAt{R: r, N: size}, opts)
+	if opts != nil && opts.Writable {
+		return nil, fmt.Errorf("ext4go: NewFS reads only; open the image with Open to write")
+	}
+	return newFS(dev.ReaderAt{R: r, N: size}, opts, false)
 }
 
-func newFS(d dev.Device, opts *Options) (*FS, error) {
-	f := &FS{dev: d}
+func newFS(d dev.Device, opts *Options, reproducible bool) (*FS, error) {
+	f := &FS{dev: d, reproducible: reproducible}
 	if opts != nil {
 		f.opts = *opts
 	}
@@ -253,9 +264,13 @@ type node struct {
 
 	cur     atomic.Pointer[inode.Inode]
 	mapping atomic.Pointer[mapState] // block runs built from cur; nil until built or after a change
+	// treeChanged is set when the extent tree changed below i_block since
+	// the last setInode, which must then drop mapping again (a reader
+	// may have rebuilt it from the old inode meanwhile).
+	treeChanged atomic.Bool
 
-	opens    atomic.Int32 // open *File handles (an unlinked inode lives until the last closes)
-	orphan   bool         // unlinked while open, on the orphan list; mu
+	opens    atomic.Int32               // open *File handles (an unlinked inode lives until the last closes)
+	orphan   bool                       // unlinked while open, on the orphan list; mu
 	allocDir atomic.Pointer[ialloc.Dir] // the inode allocator's state of a directory
 }
 

@@ -3,3 +3,5 @@ module github.com/ext4go/ext4go
 go 1.26.8
 
 require golang.org/x/sys v0.50.0
+
+require github.com/klauspost/compress v1.20.4

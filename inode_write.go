@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ext4go/ext4go/internal/csum"
 	"github.com/ext4go/ext4go/internal/extent"
 	"github.com/ext4go/ext4go/internal/ialloc"
 	"github.com/ext4go/ext4go/internal/inode"
@@ -42,7 +43,7 @@ func (f *FS) newInode(h handle, parent *node, name string, mode uint16, uid, gid
 		Mode: mode, UID: uid, GID: gid,
 		Atime: now, Ctime: now, Mtime: now, Crtime: now,
 		LinksCount: 1,
-		Generation: randomUint32(),
+		Generation: f.generation(ino),
 		Raw:        make([]byte, f.inodeSize),
 	}
 	if isDir {
@@ -80,6 +81,15 @@ func (f *FS) newInode(h handle, parent *node, name string, mode uint16, uid, gid
 	}
 	f.cache.put(n)
 	return n, nil
+}
+
+// generation returns i_generation for a new inode: random, or derived from
+// the inode number and UUID when building reproducibly.
+func (f *FS) generation(ino uint32) uint32 {
+	if f.reproducible {
+		return csum.CRC32C(binary.LittleEndian.Uint32(f.sb.UUID[:]), binary.LittleEndian.AppendUint32(nil, ino))
+	}
+	return randomUint32()
 }
 
 func randomUint32() uint32 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/ext4go/ext4go/internal/dir"
@@ -124,7 +125,11 @@ func (f *FS) openWriter() error {
 		geo.LogGroupsPerFlex = sb.LogGroupsPerFlex
 	}
 	var err error
-	if w.balloc, err = mballoc.New(geo, blockStore{f}, mballoc.Config{}); err != nil {
+	cfg := mballoc.Config{}
+	if f.reproducible {
+		cfg.CPUs = 4 // not the machine's: the same image everywhere
+	}
+	if w.balloc, err = mballoc.New(geo, blockStore{f}, cfg); err != nil {
 		return err
 	}
 	igeo := ialloc.Geometry{
@@ -176,6 +181,28 @@ func (f *FS) setError(err error) {
 		f.err = err
 	}
 	f.errMu.Unlock()
+}
+
+// retryAfterCommit reports whether an operation that failed with err
+// should be tried once more, and prepares that: it ran out of space while
+// blocks freed by the running transaction wait for its commit, which it
+// then makes (kernel: ext4_should_retry_alloc). The caller must have no
+// handle open (it may hold inode locks: handles never wait for those).
+func (f *FS) retryAfterCommit(err error) bool {
+	if f.w == nil || !errors.Is(err, syscall.ENOSPC) || f.w.balloc.PendingFrees() == 0 {
+		return false
+	}
+	return f.tm.Commit() == nil
+}
+
+// retryAlloc runs op, and once more after a commit when retryAfterCommit
+// says so. op must leave nothing changed when it fails.
+func (f *FS) retryAlloc(op func() error) error {
+	err := op()
+	if err != nil && f.retryAfterCommit(err) {
+		err = op()
+	}
+	return err
 }
 
 // superLocation returns the block and offset of the primary superblock.
@@ -522,7 +549,9 @@ func (f *FS) setInode(h handle, n *node, in *inode.Inode) error {
 	}
 	old := n.in()
 	n.cur.Store(in)
-	if old == nil || old.Block != in.Block || old.Flags != in.Flags || old.Size != in.Size {
+	// The block map changes with i_block, the flags or the size, and with
+	// edits of the extent tree's blocks, which extStore records.
+	if n.treeChanged.Swap(false) || old == nil || old.Block != in.Block || old.Flags != in.Flags || old.Size != in.Size {
 		n.mapping.Store(nil)
 	}
 	return nil

@@ -1,0 +1,303 @@
+package ext4go
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Decompress returns r decompressed if it starts with a gzip or zstd
+// header, else r itself (buffered).
+func Decompress(r io.Reader) (io.Reader, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
+	magic, _ := br.Peek(4)
+	switch {
+	case len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b:
+		return gzip.NewReader(br)
+	case bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		d, err := zstd.NewReader(br)
+		if err != nil {
+			return nil, err
+		}
+		return d.IOReadCloser(), nil
+	}
+	return br, nil
+}
+
+// AddTar extracts the tar stream r (plain, gzip or zstd) into the image
+// directory dst: regular files (runs of zero blocks become holes),
+// directories, symlinks, hard links, device nodes, fifos, modes, owners,
+// times and PAX extended attributes (SCHILY.xattr.*). Entries are applied
+// in stream order; a later entry replaces an earlier one of the same name.
+// Names that would leave dst ("..") are refused.
+func (f *FS) AddTar(dst string, r io.Reader, o *BuildOptions) error {
+	b, _, err := f.newBuilder(dst, o)
+	if err != nil {
+		return err
+	}
+	dr, err := Decompress(r)
+	if err != nil {
+		return err
+	}
+	tr := tar.NewReader(dr)
+	buf := make([]byte, 1<<20)
+	dirTimes := map[string]pendingTimes{}
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("tar: %w", err)
+		}
+		name, err := tarName(dst, hdr.Name)
+		if err != nil {
+			return err
+		}
+		if name == dst || name == "." {
+			continue // the root itself
+		}
+		if err := b.addTarEntry(tr, hdr, name, buf, dirTimes); err != nil {
+			return fmt.Errorf("tar: %s: %w", hdr.Name, err)
+		}
+	}
+	// Directory times last, deepest first.
+	names := make([]string, 0, len(dirTimes))
+	for n := range dirTimes {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return len(names[i]) > len(names[j]) || (len(names[i]) == len(names[j]) && names[i] < names[j]) })
+	for _, n := range names {
+		t := dirTimes[n]
+		if err := f.setBuildTimes(t.n, t.atime, t.mtime, b.o.Time); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tarName maps an archive name to an image path under dst.
+func tarName(dst, name string) (string, error) {
+	clean := path.Clean("/" + name)
+	if strings.Contains(name, "\x00") {
+		return "", fmt.Errorf("tar: bad name %q", name)
+	}
+	for _, el := range strings.Split(name, "/") {
+		if el == ".." {
+			return "", fmt.Errorf("tar: %q leaves the target directory", name)
+		}
+	}
+	if clean == "/" {
+		return dst, nil
+	}
+	return imageJoin(dst, clean[1:]), nil
+}
+
+func (b *builder) addTarEntry(tr *tar.Reader, hdr *tar.Header, name string, buf []byte, dirTimes map[string]pendingTimes) error {
+	f := b.f
+	dir, base := path.Dir(name), path.Base(name)
+	if err := f.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	parent, err := f.resolve("tar", dir, true)
+	if err != nil {
+		return err
+	}
+	uid, gid := b.o.owner(uint32(hdr.Uid), uint32(hdr.Gid))
+	mode := uint16(hdr.Mode & 0o7777)
+	atime := hdr.AccessTime
+	if atime.IsZero() {
+		atime = hdr.ModTime
+	}
+	e := newEntry{uid: uid, gid: gid}
+	if b.o.Whiteouts && strings.HasPrefix(base, ".wh.") && (hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA) {
+		_, err := b.whiteout(parent, base, newEntry{uid: uid, gid: gid, mode: mode})
+		return err
+	}
+	// A later entry replaces an earlier one (but a directory stays if the
+	// new entry is a directory too).
+	if fi, err := f.Lstat(name); err == nil {
+		if fi.IsDir() && hdr.Typeflag == tar.TypeDir {
+			n, err := f.resolve("tar", name, false)
+			if err != nil {
+				return err
+			}
+			if err := b.setOwnerMode(n, uid, gid, mode); err != nil {
+				return err
+			}
+			dirTimes[name] = pendingTimes{n, atime, hdr.ModTime}
+			return b.tarXattrs(n, hdr)
+		}
+		if err := f.RemoveAll(name); err != nil {
+			return err
+		}
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		e.mode = 0x4000 | mode
+	case tar.TypeReg, tar.TypeRegA:
+		e.mode = 0x8000 | mode
+	case tar.TypeSymlink:
+		e.mode = 0xA000 | 0o777
+		e.target = hdr.Linkname
+	case tar.TypeLink:
+		target, err := tarName(b.root(name, hdr), hdr.Linkname)
+		if err != nil {
+			return err
+		}
+		return f.Link(target, name)
+	case tar.TypeChar:
+		e.mode = 0x2000 | mode
+		e.rdev = mkdev(hdr.Devmajor, hdr.Devminor)
+	case tar.TypeBlock:
+		e.mode = 0x6000 | mode
+		e.rdev = mkdev(hdr.Devmajor, hdr.Devminor)
+	case tar.TypeFifo:
+		e.mode = 0x1000 | mode
+	case tar.TypeXGlobalHeader:
+		return nil
+	default:
+		return &UnsupportedError{Feature: fmt.Sprintf("tar entry type %q", hdr.Typeflag)}
+	}
+	n, err := b.create(parent, base, e)
+	if err != nil {
+		return err
+	}
+	if err := b.tarXattrs(n, hdr); err != nil {
+		return err
+	}
+	if e.mode&0xF000 == 0x8000 && hdr.Size > 0 {
+		if err := b.writeSparse(n, tr, hdr.Size, buf); err != nil {
+			return err
+		}
+	}
+	if e.mode&0xF000 == 0x4000 {
+		dirTimes[name] = pendingTimes{n, atime, hdr.ModTime}
+		return nil
+	}
+	return f.setBuildTimes(n, atime, hdr.ModTime, b.o.Time)
+}
+
+// root returns the directory hard-link targets are relative to: the
+// tar's root, dst (recovered from the entry's image path).
+func (b *builder) root(name string, hdr *tar.Header) string {
+	clean := path.Clean("/" + hdr.Name)[1:]
+	if clean == "" || !strings.HasSuffix(name, clean) {
+		return "."
+	}
+	d := strings.TrimSuffix(strings.TrimSuffix(name, clean), "/")
+	if d == "" {
+		return "."
+	}
+	return d
+}
+
+func mkdev(major, minor int64) uint64 {
+	ma, mi := uint64(major), uint64(minor)
+	return (mi & 0xff) | (ma&0xfff)<<8 | (mi&^0xff)<<12 | (ma&^0xfff)<<32
+}
+
+func (b *builder) setOwnerMode(n *node, uid, gid uint32, mode uint16) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h, err := b.f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	in := editInode(n)
+	in.UID, in.GID = uid, gid
+	in.Mode = in.Mode&0xF000 | mode
+	return b.f.setInode(h, n, in)
+}
+
+// tarXattrs applies the PAX xattr records of hdr.
+func (b *builder) tarXattrs(n *node, hdr *tar.Header) error {
+	const prefix = "SCHILY.xattr."
+	var names []string
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, prefix) {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if err := b.setXattr(n, k[len(prefix):], []byte(hdr.PAXRecords[k])); err != nil {
+			return fmt.Errorf("xattr %s: %w", k[len(prefix):], err)
+		}
+	}
+	return nil
+}
+
+// writeSparse copies size bytes of r into regular file n, leaving blocks
+// that are all zeros as holes (as mke2fs -d does).
+func (b *builder) writeSparse(n *node, r io.Reader, size int64, buf []byte) error {
+	f := b.f
+	bs := int(f.blockSize)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var off int64
+	for off < size {
+		want := min(int64(len(buf)), size-off)
+		m, err := io.ReadFull(r, buf[:want])
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return fmt.Errorf("archive ends inside the file")
+			}
+			return err
+		}
+		chunk := buf[:m]
+		// Write the runs of non-zero blocks.
+		for i := 0; i < len(chunk); {
+			if isZero(chunk[i:min(i+bs, len(chunk))]) {
+				i += bs
+				continue
+			}
+			j := i
+			for j < len(chunk) && !isZero(chunk[j:min(j+bs, len(chunk))]) {
+				j += bs
+			}
+			j = min(j, len(chunk))
+			if _, err := f.writeAt(n, chunk[i:j], off+int64(i), false); err != nil {
+				return err
+			}
+			i = j
+		}
+		off += int64(m)
+	}
+	if int64(n.in().Size) < size {
+		h, err := f.begin()
+		if err != nil {
+			return err
+		}
+		defer h.End()
+		in := editInode(n)
+		in.Size = uint64(size)
+		return f.setInode(h, n, in)
+	}
+	return nil
+}
+
+func isZero(b []byte) bool {
+	for len(b) >= 8 {
+		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,324 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/internal/mkfs"
+)
+
+func init() {
+	benchKinds["fallocate2"] = benchKind{
+		usage:   "fallocate2 [-p 1,2,4,8] [-dir MOUNTPOINT] [-duration D] [-size BYTES] [-json]",
+		summary: "will-it-scale fallocate2 through the filesystem: each of P goroutines fallocates 8 KiB at the end of its own file until 1 MiB, then truncates it to 0; through ext4go on a fresh image, or with -dir through system calls on a mounted directory",
+		run:     benchFallocate2,
+	}
+	benchKinds["read"] = benchKind{
+		usage:   "read [-p N] [-compare] [-json] IMAGE",
+		summary: "read every file of IMAGE through ext4go; with -compare also with debugfs rdump and through the kernel on a read-only loop mount (root), and report the ratios",
+		run:     benchRead,
+	}
+}
+
+// parseList parses "1,2,4,8".
+func parseList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad number %q in list", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// fallocator is one file of the fallocate2 loop.
+type fallocator interface {
+	fallocate(off, n int64) error
+	truncate() error
+	close() error
+}
+
+type ourFile struct{ f *ext4go.File }
+
+func (o ourFile) fallocate(off, n int64) error { return o.f.Fallocate(0, off, n) }
+func (o ourFile) truncate() error              { return o.f.Truncate(0) }
+func (o ourFile) close() error                 { return o.f.Close() }
+
+type osFile struct{ f *os.File }
+
+func (o osFile) fallocate(off, n int64) error { return unix.Fallocate(int(o.f.Fd()), 0, off, n) }
+func (o osFile) truncate() error              { return o.f.Truncate(0) }
+func (o osFile) close() error                 { return o.f.Close() }
+
+func benchFallocate2(e *env, c *command, args []string) error {
+	fl := newFlags(c, e)
+	plist := fl.String("p", "1,2,4,8", "goroutine counts")
+	dirFlag := fl.String("dir", "", "run with system calls in this directory (a mounted filesystem) instead of through ext4go")
+	dur := fl.Duration("duration", 3*time.Second, "time per goroutine count")
+	sizeFlag := fl.String("size", "1G", "size of the fresh image (without -dir)")
+	asJSON := fl.Bool("json", false, "one JSON object per line")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	ps, err := parseList(*plist)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	size, err := parseSize(*sizeFlag)
+	if err != nil {
+		return usagef("bad -size: %v", err)
+	}
+	config := "ext4go"
+	if *dirFlag != "" {
+		config = "kernel"
+	}
+	for _, p := range ps {
+		ops, err := fallocate2Run(p, *dur, *dirFlag, int64(size))
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			json.NewEncoder(e.stdout).Encode(map[string]any{"bench": "fallocate2", "config": config, "p": p, "ops_per_sec": ops})
+		} else {
+			fmt.Fprintf(e.stdout, "fallocate2 %-7s p=%-3d %12.0f ops/s\n", config, p, ops)
+		}
+	}
+	return nil
+}
+
+// fallocate2Run runs the loop with p goroutines for d and returns
+// operations (fallocate calls) per second.
+func fallocate2Run(p int, d time.Duration, dir string, size int64) (float64, error) {
+	var files []fallocator
+	var cleanup func() error
+	if dir != "" {
+		for i := 0; i < p; i++ {
+			f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("fallocate2-%d", i)), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+			if err != nil {
+				return 0, err
+			}
+			os.Remove(f.Name()) // will-it-scale uses unlinked files
+			files = append(files, osFile{f})
+		}
+		cleanup = func() error { return nil }
+	} else {
+		tmp, err := os.MkdirTemp("", "ext4go-bench-")
+		if err != nil {
+			return 0, err
+		}
+		img := filepath.Join(tmp, "bench.img")
+		if err := mkfs.Format(img, mkfs.Options{Size: size}); err != nil {
+			os.RemoveAll(tmp)
+			return 0, err
+		}
+		fsys, err := ext4go.Open(img, &ext4go.Options{Writable: true})
+		if err != nil {
+			os.RemoveAll(tmp)
+			return 0, err
+		}
+		for i := 0; i < p; i++ {
+			name := fmt.Sprintf("fallocate2-%d", i)
+			f, err := fsys.Create(name)
+			if err != nil {
+				return 0, err
+			}
+			fsys.Remove(name)
+			files = append(files, ourFile{f})
+		}
+		cleanup = func() error {
+			err := fsys.Close()
+			os.RemoveAll(tmp)
+			return err
+		}
+	}
+	const step, limit = 8 << 10, 1 << 20
+	var total atomic.Int64
+	var firstErr atomic.Pointer[error]
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, f := range files {
+		wg.Add(1)
+		go func(f fallocator) {
+			defer wg.Done()
+			var off int64
+			var n int64
+			for {
+				select {
+				case <-stop:
+					total.Add(n)
+					return
+				default:
+				}
+				if err := f.fallocate(off, step); err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+					total.Add(n)
+					return
+				}
+				n++
+				off += step
+				if off >= limit {
+					if err := f.truncate(); err != nil {
+						firstErr.CompareAndSwap(nil, &err)
+						total.Add(n)
+						return
+					}
+					off = 0
+				}
+			}
+		}(f)
+	}
+	start := time.Now()
+	time.Sleep(d)
+	close(stop)
+	wg.Wait()
+	elapsed := time.Since(start)
+	for _, f := range files {
+		f.close()
+	}
+	cerr := cleanup()
+	if ep := firstErr.Load(); ep != nil {
+		return 0, *ep
+	}
+	if cerr != nil {
+		return 0, cerr
+	}
+	return float64(total.Load()) / elapsed.Seconds(), nil
+}
+
+func benchRead(e *env, c *command, args []string) error {
+	fl := newFlags(c, e)
+	par := fl.Int("p", runtime.GOMAXPROCS(0), "goroutines reading files")
+	compare := fl.Bool("compare", false, "also time debugfs rdump and the kernel (read-only loop mount, needs root)")
+	asJSON := fl.Bool("json", false, "one JSON object per line")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if fl.NArg() != 1 {
+		return usagef("want IMAGE")
+	}
+	image := fl.Arg(0)
+	report := func(config string, files int, bytes int64, d time.Duration) {
+		if *asJSON {
+			json.NewEncoder(e.stdout).Encode(map[string]any{"bench": "read", "config": config, "files": files, "bytes": bytes, "seconds": d.Seconds()})
+			return
+		}
+		fmt.Fprintf(e.stdout, "read %-8s %7d files %10.1f MiB %8.3f s %8.1f MiB/s\n", config, files, float64(bytes)/(1<<20), d.Seconds(), float64(bytes)/(1<<20)/d.Seconds())
+	}
+	// ext4go
+	start := time.Now()
+	fsys, err := ext4go.Open(image, nil)
+	if err != nil {
+		return err
+	}
+	files, bytes, err := readAll(fsys, *par)
+	fsys.Close()
+	if err != nil {
+		return err
+	}
+	ours := time.Since(start)
+	report("ext4go", files, bytes, ours)
+	if !*compare {
+		return nil
+	}
+	// debugfs rdump
+	tmp, err := os.MkdirTemp("", "ext4go-bench-read-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	start = time.Now()
+	cmd := exec.Command("debugfs", "-R", "rdump / "+tmp, image)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("debugfs rdump: %v: %s", err, out)
+	}
+	rd := time.Since(start)
+	report("debugfs", files, bytes, rd)
+	// kernel
+	mnt := filepath.Join(tmp, "mnt")
+	os.Mkdir(mnt, 0o700)
+	var kd time.Duration
+	if out, err := exec.Command("mount", "-o", "loop,ro", image, mnt).CombinedOutput(); err != nil {
+		fmt.Fprintf(e.stderr, "kernel: skipped: mount: %v: %s\n", err, strings.TrimSpace(string(out)))
+	} else {
+		start = time.Now()
+		kfiles, kbytes, err := readAll(os.DirFS(mnt), *par)
+		kd = time.Since(start)
+		exec.Command("umount", mnt).Run()
+		if err != nil {
+			return err
+		}
+		report("kernel", kfiles, kbytes, kd)
+	}
+	if !*asJSON {
+		fmt.Fprintf(e.stdout, "ratio ext4go/debugfs = %.2f (below 1: ext4go faster)\n", ours.Seconds()/rd.Seconds())
+		if kd > 0 {
+			fmt.Fprintf(e.stdout, "ratio ext4go/kernel  = %.2f\n", ours.Seconds()/kd.Seconds())
+		}
+	}
+	return nil
+}
+
+// readAll reads every regular file of fsys with par goroutines.
+func readAll(fsys fs.FS, par int) (int, int64, error) {
+	var names []string
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			names = append(names, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	var bytes atomic.Int64
+	var firstErr atomic.Pointer[error]
+	ch := make(chan string)
+	var wg sync.WaitGroup
+	for i := 0; i < max(par, 1); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 1<<20)
+			for name := range ch {
+				f, err := fsys.Open(name)
+				if err == nil {
+					var n int64
+					n, err = io.CopyBuffer(io.Discard, struct{ io.Reader }{f}, buf)
+					bytes.Add(n)
+					f.Close()
+				}
+				if err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+				}
+			}
+		}()
+	}
+	for _, n := range names {
+		ch <- n
+	}
+	close(ch)
+	wg.Wait()
+	if ep := firstErr.Load(); ep != nil {
+		return 0, 0, *ep
+	}
+	return len(names), bytes.Load(), nil
+}

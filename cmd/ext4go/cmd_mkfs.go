@@ -1,0 +1,373 @@
+package main
+
+import (
+	"archive/tar"
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ext4go/ext4go"
+)
+
+func init() {
+	register(&command{
+		name:    "mkfs",
+		usage:   "[-t TYPE] [-size SIZE] [-b BLOCKSIZE] [-I INODESIZE] [-i BYTES-PER-INODE] [-N INODES] [-G FLEX] [-m PCT] [-L LABEL] [-U UUID] [-E hash_seed=UUID] [-O FEATURES] [-J MiB] [-d DIR | -tar FILE|-] [-uid N] [-gid N] [-map FILE] [-whiteouts] [-margin PCT] [-q] IMAGE",
+		summary: "make a new filesystem, optionally filled from a directory or a tar stream (gzip/zstd detected)",
+		run:     runMkfs,
+	})
+}
+
+func runMkfs(e *env, args []string) error {
+	c := commands["mkfs"]
+	fl := newFlags(c, e)
+	fsType := fl.String("t", "ext4", "filesystem type: ext4, ext3 or ext2")
+	sizeFlag := fl.String("size", "", "image size (e.g. 512M, 20G); default: the device, or fit the content with -margin")
+	bs := fl.Int("b", 0, "block size: 1024, 2048 or 4096 (default as mke2fs; 4096 when sizing to the content)")
+	inodeSize := fl.Int("I", 0, "inode size (default 256)")
+	ratio := fl.Int("i", 0, "bytes per inode")
+	inodes := fl.Uint64("N", 0, "number of inodes")
+	flex := fl.Int("G", 0, "groups per flex group")
+	reserved := fl.Float64("m", -1, "reserved blocks percentage (default 5)")
+	label := fl.String("L", "", "volume label")
+	uuidFlag := fl.String("U", "", "filesystem UUID")
+	ext := fl.String("E", "", "extended options: hash_seed=UUID, root_owner=UID:GID")
+	features := fl.String("O", "", "features to add, or remove with ^ (comma-separated)")
+	journal := fl.Int("J", 0, "journal size in MiB (0: mke2fs's default)")
+	srcDir := fl.String("d", "", "copy this directory's contents into the new filesystem")
+	srcTar := fl.String("tar", "", "extract this tar file (- for standard input) into the new filesystem")
+	uid := fl.Int("uid", -1, "owner of every file (default: the source's)")
+	gid := fl.Int("gid", -1, "group of every file (default: the source's)")
+	mapFile := fl.String("map", "", "file of 'uid FROM TO' and 'gid FROM TO' lines translating owners")
+	whiteouts := fl.Bool("whiteouts", false, "turn OCI whiteouts (.wh.*) into overlayfs whiteouts")
+	margin := fl.Int("margin", 20, "free space to leave, in percent of the content, when sizing to it")
+	quiet := fl.Bool("q", false, "no progress bar")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if fl.NArg() != 1 {
+		return usagef("want one IMAGE")
+	}
+	if *srcDir != "" && *srcTar != "" {
+		return usagef("-d and -tar exclude each other")
+	}
+	image := fl.Arg(0)
+	o := ext4go.MkfsOptions{FsType: *fsType, BlockSize: *bs, InodeSize: *inodeSize, BytesPerInode: *ratio,
+		InodeCount: *inodes, FlexBGSize: *flex, Label: *label, Features: *features, JournalMiB: *journal}
+	if *reserved >= 0 {
+		o.ReservedPercent = reserved
+	}
+	if *uuidFlag != "" {
+		u, err := parseUUID(*uuidFlag)
+		if err != nil {
+			return usagef("-U: %v", err)
+		}
+		o.UUID = u
+	}
+	for _, kv := range strings.Split(*ext, ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "hash_seed":
+			u, err := parseUUID(v)
+			if err != nil {
+				return usagef("-E hash_seed: %v", err)
+			}
+			o.HashSeed = u
+		case "root_owner":
+			us, gs, ok := strings.Cut(v, ":")
+			u, err1 := strconv.ParseUint(us, 10, 32)
+			g, err2 := strconv.ParseUint(gs, 10, 32)
+			if !ok || err1 != nil || err2 != nil {
+				return usagef("-E root_owner wants UID:GID")
+			}
+			o.RootUID, o.RootGID = uint32(u), uint32(g)
+		default:
+			return usagef("-E: unknown extended option %q", k)
+		}
+	}
+	bo := &ext4go.BuildOptions{UID: *uid, GID: *gid, Whiteouts: *whiteouts}
+	if sde := os.Getenv("SOURCE_DATE_EPOCH"); sde != "" {
+		sec, err := strconv.ParseInt(sde, 10, 64)
+		if err != nil {
+			return fmt.Errorf("SOURCE_DATE_EPOCH=%q: not a number of seconds", sde)
+		}
+		o.CreationTime = time.Unix(sec, 0)
+		bo.Time = o.CreationTime
+		if o.UUID == ([16]byte{}) {
+			o.UUID = derivedUUID("uuid", sec)
+		}
+		if o.HashSeed == ([16]byte{}) {
+			o.HashSeed = derivedUUID("hash_seed", sec)
+		}
+	}
+	if *mapFile != "" {
+		var err error
+		if bo.UIDMap, bo.GIDMap, err = readIDMap(*mapFile); err != nil {
+			return err
+		}
+	}
+	var tarIn io.Reader
+	var spooled *os.File
+	if *srcTar != "" {
+		if *srcTar == "-" {
+			tarIn = e.stdin
+		} else {
+			tf, err := os.Open(*srcTar)
+			if err != nil {
+				return err
+			}
+			defer tf.Close()
+			tarIn = tf
+		}
+	}
+	if *sizeFlag != "" {
+		n, err := parseSize(*sizeFlag)
+		if err != nil {
+			return usagef("-size: %v", err)
+		}
+		o.Size = int64(n)
+	} else if *srcDir != "" || *srcTar != "" {
+		if o.BlockSize == 0 {
+			o.BlockSize = 4096
+		}
+		isz := max(o.InodeSize, 256)
+		var est ext4go.Estimate
+		var err error
+		if *srcDir != "" {
+			est, err = ext4go.EstimateDir(*srcDir, o.BlockSize)
+		} else {
+			// Size a tar by extracting it once into a scratch image is
+			// costly; instead spool it and count what it holds.
+			spooled, est, err = spoolTar(tarIn, o.BlockSize)
+			if spooled != nil {
+				defer os.Remove(spooled.Name())
+				defer spooled.Close()
+				tarIn = spooled
+			}
+		}
+		if err != nil {
+			return err
+		}
+		journalBytes := int64(0)
+		if *fsType != "ext2" && !strings.Contains(*features, "^has_journal") {
+			journalBytes = int64(max(*journal, 4)) << 20
+			if *journal == 0 {
+				journalBytes = defaultJournalBytes(est, o.BlockSize)
+			}
+		}
+		o.Size = ext4go.SizeFor(est, o.BlockSize, isz, journalBytes, *margin)
+		if o.InodeCount == 0 && o.BytesPerInode == 0 {
+			o.InodeCount = est.Inodes + est.Inodes/5 + 64
+		}
+		if !*quiet {
+			fmt.Fprintf(e.stderr, "content: %d inodes, %d blocks; image size %s (margin %d%%)\n", est.Inodes, est.Blocks, humanBytes(o.Size), *margin)
+		}
+	}
+	if err := ext4go.Mkfs(image, o); err != nil {
+		return err
+	}
+	if *srcDir == "" && *srcTar == "" {
+		return nil
+	}
+	fsys, err := ext4go.OpenForBuild(image)
+	if err != nil {
+		return err
+	}
+	if !*quiet && isTerminal(e.stderr) {
+		bar := newProgressBar(e.stderr)
+		bo.Progress = bar.update
+		defer bar.done()
+	}
+	if *srcDir != "" {
+		err = fsys.AddDir(".", *srcDir, bo)
+	} else {
+		err = fsys.AddTar(".", tarIn, bo)
+	}
+	if cerr := fsys.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// defaultJournalBytes follows mke2fs's default journal size for a
+// filesystem of roughly the content's size (ext2fs_default_journal_size).
+func defaultJournalBytes(est ext4go.Estimate, bs int) int64 {
+	blocks := est.Blocks * 12 / 10
+	switch {
+	case blocks < 2048:
+		return 0
+	case blocks < 32768:
+		return 1024 * int64(bs)
+	case blocks < 256*1024:
+		return 4096 * int64(bs)
+	case blocks < 512*1024:
+		return 8192 * int64(bs)
+	case blocks < 4096*1024:
+		return 16384 * int64(bs)
+	case blocks < 8192*1024:
+		return 32768 * int64(bs)
+	case blocks < 16384*1024:
+		return 65536 * int64(bs)
+	case blocks < 32768*1024:
+		return 131072 * int64(bs)
+	}
+	return 262144 * int64(bs)
+}
+
+// derivedUUID makes a stable UUID from SOURCE_DATE_EPOCH, so reproducible
+// builds need not pass -U.
+func derivedUUID(what string, sec int64) (u [16]byte) {
+	h := sha256.Sum256([]byte(fmt.Sprintf("ext4go %s %d", what, sec)))
+	copy(u[:], h[:16])
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return u
+}
+
+func parseUUID(s string) (u [16]byte, err error) {
+	b, err := hex.DecodeString(strings.ReplaceAll(s, "-", ""))
+	if err != nil || len(b) != 16 {
+		return u, fmt.Errorf("%q is not a UUID", s)
+	}
+	copy(u[:], b)
+	return u, nil
+}
+
+// readIDMap reads 'uid FROM TO' / 'gid FROM TO' lines.
+func readIDMap(name string) (map[uint32]uint32, map[uint32]uint32, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	uids, gids := map[uint32]uint32{}, map[uint32]uint32{}
+	sc := bufio.NewScanner(f)
+	for ln := 1; sc.Scan(); ln++ {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		if len(fields) != 3 {
+			return nil, nil, fmt.Errorf("%s:%d: want 'uid|gid FROM TO'", name, ln)
+		}
+		from, err1 := strconv.ParseUint(fields[1], 10, 32)
+		to, err2 := strconv.ParseUint(fields[2], 10, 32)
+		if err1 != nil || err2 != nil {
+			return nil, nil, fmt.Errorf("%s:%d: bad number", name, ln)
+		}
+		switch fields[0] {
+		case "uid":
+			uids[uint32(from)] = uint32(to)
+		case "gid":
+			gids[uint32(from)] = uint32(to)
+		default:
+			return nil, nil, fmt.Errorf("%s:%d: %q is neither uid nor gid", name, ln, fields[0])
+		}
+	}
+	return uids, gids, sc.Err()
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// progressBar draws one updating line on a terminal.
+type progressBar struct {
+	w     io.Writer
+	start time.Time
+}
+
+func newProgressBar(w io.Writer) *progressBar { return &progressBar{w: w, start: time.Now()} }
+
+func (p *progressBar) update(done, total int64) {
+	if total <= 0 {
+		return
+	}
+	const width = 40
+	frac := float64(done) / float64(total)
+	fill := int(frac * width)
+	fmt.Fprintf(p.w, "\r[%s%s] %5.1f%% %s / %s  %s", strings.Repeat("=", fill), strings.Repeat(" ", width-fill),
+		frac*100, humanBytes(done), humanBytes(total), time.Since(p.start).Round(time.Second))
+}
+
+func (p *progressBar) done() { fmt.Fprintln(p.w) }
+
+// spoolTar copies the (decompressed) tar stream r into a temporary file and
+// estimates what it needs, so an image can be sized before extraction.
+func spoolTar(r io.Reader, bs int) (*os.File, ext4go.Estimate, error) {
+	var est ext4go.Estimate
+	dr, err := ext4go.Decompress(r)
+	if err != nil {
+		return nil, est, err
+	}
+	tmp, err := os.CreateTemp("", "ext4go-tar-")
+	if err != nil {
+		return nil, est, err
+	}
+	if _, err := io.Copy(tmp, dr); err != nil {
+		return tmp, est, err
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return tmp, est, err
+	}
+	tr := tar.NewReader(tmp)
+	dirs := map[string]int64{}
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return tmp, est, fmt.Errorf("tar: %w", err)
+		}
+		est.Inodes++
+		name := path.Clean("/" + hdr.Name)
+		dirs[path.Dir(name)] += int64(8 + (len(path.Base(name))+3)&^3)
+		switch hdr.Typeflag {
+		case tar.TypeReg, tar.TypeRegA:
+			est.Blocks += uint64((hdr.Size + int64(bs) - 1) / int64(bs))
+			est.DataBytes += hdr.Size
+		case tar.TypeSymlink:
+			if len(hdr.Linkname) >= 60 {
+				est.Blocks++
+			}
+		case tar.TypeDir:
+			dirs[name] += 24
+		}
+		if len(hdr.PAXRecords) > 0 {
+			est.Blocks++
+		}
+	}
+	for _, b := range dirs {
+		est.Blocks += uint64(b*2/int64(bs)) + 1
+	}
+	_, err = tmp.Seek(0, io.SeekStart)
+	return tmp, est, err
+}

@@ -1,0 +1,149 @@
+package mkfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ext4go/ext4go/internal/dev"
+)
+
+// Zeroer is a device that can make a byte range read back as zeros without
+// writing it, as punching holes in an image file does. Mkfs uses it the way
+// mke2fs uses a discard that zeroes: the inode tables and the journal body
+// are then left unwritten.
+type Zeroer interface {
+	ZeroRange(off, n int64) error
+}
+
+// Truncater is a device whose size can be changed, an image file. Mkfs grows
+// one that is smaller than Options.Size.
+type Truncater interface {
+	Truncate(size int64) error
+}
+
+// Validate checks o against a device of devSize bytes and reports the first
+// problem, exactly as Mkfs would before writing anything.
+func Validate(o Options, devSize int64) error {
+	_, err := newPlan(o, devSize)
+	return err
+}
+
+// Mkfs makes a new filesystem on d. Options.Size defaults to d.Size(); a d
+// that is smaller is grown when it implements Truncater, else refused. When
+// d implements Zeroer (or Options.AssumeZeroed is set) it is treated like a
+// device whose discard zeroes; otherwise everything mke2fs zeroes on such a
+// device is zeroed here. Bad options are reported before any write, as an
+// *OptionError or an *fserr.UnsupportedError.
+func Mkfs(d dev.Device, o Options) error {
+	p, err := newPlan(o, d.Size())
+	if err != nil {
+		return err
+	}
+	fsBytes := int64(p.blocks) * int64(p.blockSize)
+	if want := max(o.Size, fsBytes); d.Size() < want {
+		t, ok := d.(Truncater)
+		if !ok {
+			return optErr("Size", "device holds %d bytes, the filesystem needs %d", d.Size(), want)
+		}
+		if err := t.Truncate(want); err != nil {
+			return fmt.Errorf("mkfs: growing the image to %d bytes: %w", want, err)
+		}
+	}
+	zeroed := o.AssumeZeroed
+	if z, ok := d.(Zeroer); ok && !zeroed {
+		if err := z.ZeroRange(0, fsBytes); err == nil {
+			zeroed = true
+		} else if !errors.Is(err, errors.ErrUnsupported) {
+			return fmt.Errorf("mkfs: zeroing the device: %w", err)
+		}
+	}
+	f, err := build(p, zeroed)
+	if err != nil {
+		return err
+	}
+	img, err := f.finish()
+	if err != nil {
+		return err
+	}
+	if err := img.writeTo(d); err != nil {
+		return fmt.Errorf("mkfs: writing: %w", err)
+	}
+	return d.Sync()
+}
+
+// Format makes a filesystem on the image file or block device at path. A
+// missing file is created when o.Size is set; an image file is grown to
+// o.Size if shorter and has its holes punched so that it reads back zeros,
+// which keeps the result sparse. It takes the same exclusive claim as
+// dev.Open: an advisory lock on files, O_EXCL on block devices.
+func Format(path string, o Options) error {
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) && o.Size > 0 {
+		// Validate first so that bad options leave no file behind.
+		if err := Validate(o, o.Size); err != nil {
+			return err
+		}
+		f, cerr := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if cerr != nil {
+			return cerr
+		}
+		f.Close()
+		fi, err = os.Stat(path)
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		d, err := dev.Open(path, true)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		return Mkfs(d, o)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return fmt.Errorf("%s: %w", path, dev.ErrBusy)
+		}
+		return fmt.Errorf("%s: lock: %w", path, err)
+	}
+	return Mkfs(&imageFile{f: f, size: fi.Size()}, o)
+}
+
+// imageFile is a regular image file as a Device that can grow and punch.
+type imageFile struct {
+	f    *os.File
+	size int64
+}
+
+func (d *imageFile) ReadAt(p []byte, off int64) (int, error)  { return d.f.ReadAt(p, off) }
+func (d *imageFile) WriteAt(p []byte, off int64) (int, error) { return d.f.WriteAt(p, off) }
+func (d *imageFile) Size() int64                              { return d.size }
+func (d *imageFile) Sync() error                              { return d.f.Sync() }
+func (d *imageFile) Close() error                             { return d.f.Close() }
+
+func (d *imageFile) Truncate(size int64) error {
+	if err := d.f.Truncate(size); err != nil {
+		return err
+	}
+	d.size = size
+	return nil
+}
+
+// ZeroRange punches a hole, keeping the file size; filesystems without
+// hole punching report errors.ErrUnsupported.
+func (d *imageFile) ZeroRange(off, n int64) error {
+	err := unix.Fallocate(int(d.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		return errors.ErrUnsupported
+	}
+	return err
+}

@@ -1,0 +1,156 @@
+package mkfs
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ext4go/ext4go/internal/testutil"
+)
+
+const (
+	miB = int64(1) << 20
+	giB = int64(1) << 30
+)
+
+// TestMatchesMke2fs makes each variant of the matrix with mkfs and with
+// mke2fs (same size, options, UUID, hash seed and time) and requires that
+// e2fsck -fn finds our image clean, that the whole dumpe2fs output is
+// identical (except the lines listed in dumpe2fsDiff) and that the images
+// are byte-identical except s_kbytes_written and the superblock checksum.
+func TestMatchesMke2fs(t *testing.T) {
+	sizes := []int64{8 * miB, 64 * miB, 300 * miB, 1 * giB, 5 * giB, 20 * giB}
+	for _, v := range variants {
+		for _, size := range sizes {
+			for _, bs := range []int{1024, 4096} {
+				name := fmt.Sprintf("%s/%dM/%d", v.name, size/miB, bs)
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					dir := t.TempDir()
+					ours, theirs := makePair(t, dir, v, size, bs)
+					if d := diffBlocks(t, ours, theirs, 10); len(d) > 0 {
+						t.Errorf("images differ:\n%s", join(d))
+					}
+					if d := dumpe2fsDiff(t, ours, theirs); len(d) > 0 {
+						t.Errorf("dumpe2fs differs:\n%s", join(d[:min(len(d), 20)]))
+					}
+					if exit, out := testutil.E2fsckFN(t, ours); exit != 0 {
+						t.Errorf("e2fsck -fn exit %d:\n%s", exit, out)
+					}
+				})
+			}
+		}
+	}
+}
+
+func join(s []string) string {
+	out := ""
+	for _, l := range s {
+		out += "  " + l + "\n"
+	}
+	return out
+}
+
+// optCase is a size plus Options and the equivalent mke2fs arguments.
+type optCase struct {
+	name string
+	size int64
+	opts Options
+	args []string
+}
+
+// TestOptionsMatchMke2fs checks single options against mke2fs like
+// TestMatchesMke2fs does for the feature matrix.
+func TestOptionsMatchMke2fs(t *testing.T) {
+	pct := func(f float64) *float64 { return &f }
+	cases := []optCase{
+		{"bs2048", 64 * miB, Options{BlockSize: 2048}, []string{"-b", "2048"}},
+		{"inode128", 64 * miB, Options{InodeSize: 128}, []string{"-I", "128"}},
+		{"inode512", 64 * miB, Options{InodeSize: 512}, []string{"-I", "512"}},
+		{"inode1024-ext2", 64 * miB, Options{FsType: "ext2", InodeSize: 1024}, []string{"-t", "ext2", "-I", "1024"}},
+		{"ratio", 300 * miB, Options{BytesPerInode: 65536}, []string{"-i", "65536"}},
+		{"ninodes", 300 * miB, Options{InodeCount: 1000}, []string{"-N", "1000"}},
+		{"ninodes-big", 64 * miB, Options{InodeCount: 60000}, []string{"-N", "60000"}},
+		{"flex4", 1 * giB, Options{FlexBGSize: 4}, []string{"-G", "4"}},
+		{"flex64", 5 * giB, Options{FlexBGSize: 64}, []string{"-G", "64"}},
+		{"flex1", 1 * giB, Options{FlexBGSize: 1}, []string{"-G", "1"}},
+		{"reserved0", 64 * miB, Options{ReservedPercent: pct(0)}, []string{"-m", "0"}},
+		{"reserved1.5", 300 * miB, Options{ReservedPercent: pct(1.5)}, []string{"-m", "1.5"}},
+		{"label", 64 * miB, Options{Label: "my-label"}, []string{"-L", "my-label"}},
+		{"journal16M", 1 * giB, Options{JournalMiB: 16}, []string{"-J", "size=16"}},
+		{"journal-ext3-big", 1 * giB, Options{FsType: "ext3", JournalMiB: 300}, []string{"-t", "ext3", "-J", "size=300"}},
+		{"journal-1k-big", 1 * giB, Options{BlockSize: 1024, JournalMiB: 400}, []string{"-b", "1024", "-J", "size=400"}},
+		{"ext2-journal", 64 * miB, Options{FsType: "ext2", JournalMiB: 4}, []string{"-t", "ext2", "-J", "size=4"}},
+		{"rootowner", 64 * miB, Options{RootUID: 1000, RootGID: 100}, []string{"-E", "root_owner=1000:100"}},
+		{"resize", 300 * miB, Options{ResizeMax: 10_000_000}, []string{"-E", "resize=10000000"}},
+		{"orphan-size", 64 * miB, Options{Features: "orphan_file", OrphanFileBlocks: 64}, []string{"-O", "orphan_file", "-E", "orphan_file_size=64"}},
+		{"tiny-1M", 1 * miB, Options{}, nil},
+		{"tiny-2M", 2 * miB, Options{}, nil},
+		{"tiny-3M", 3 * miB, Options{}, nil},
+		{"tiny-512K", 512 << 10, Options{}, nil},
+		{"floppy-ext2", 1440 << 10, Options{FsType: "ext2"}, []string{"-t", "ext2"}},
+		{"odd-8M+4K", 8*miB + 4096, Options{}, nil},
+		{"trim-last-group", 128*miB + 40<<10, Options{BlockSize: 1024}, []string{"-b", "1024"}},
+		{"511M", 511 * miB, Options{}, nil},
+		{"512M", 512 * miB, Options{}, nil},
+		{"100G", 100 * giB, Options{}, nil},
+		{"100G-ext3", 100 * giB, Options{FsType: "ext3"}, []string{"-t", "ext3"}},
+		{"100G-noflex-1k", 100 * giB, Options{BlockSize: 1024, Features: "^flex_bg"}, []string{"-b", "1024", "-O", "^flex_bg"}},
+		{"encrypt-largedir", 64 * miB, Options{Features: "encrypt,large_dir,ea_inode,stable_inodes"}, []string{"-O", "encrypt,large_dir,ea_inode,stable_inodes"}},
+		{"none-features", 64 * miB, Options{FsType: "ext2", Features: "none"}, []string{"-t", "ext2", "-O", "none"}},
+		{"sparse2-ext3", 1 * giB, Options{FsType: "ext3", Features: "sparse_super2"}, []string{"-t", "ext3", "-O", "sparse_super2"}},
+		{"metabg-1k-5G", 5 * giB, Options{BlockSize: 1024, Features: "meta_bg,^resize_inode"}, []string{"-b", "1024", "-O", "meta_bg,^resize_inode"}},
+		{"inline-1k-orphan", 300 * miB, Options{BlockSize: 1024, Features: "inline_data,orphan_file"}, []string{"-b", "1024", "-O", "inline_data,orphan_file"}},
+		{"sparse2-2groups", 9 * miB, Options{BlockSize: 1024, Features: "sparse_super2"}, []string{"-b", "1024", "-O", "sparse_super2"}},
+		{"sparse2-1group", 6 * miB, Options{BlockSize: 1024, Features: "sparse_super2"}, []string{"-b", "1024", "-O", "sparse_super2"}},
+		{"sparse2-trim", 1048692 << 10, Options{BlockSize: 1024, Features: "^has_journal,^metadata_csum,sparse_super2", InodeCount: 63, FlexBGSize: 4},
+			[]string{"-b", "1024", "-O", "^has_journal,^metadata_csum,sparse_super2", "-N", "63", "-G", "4"}},
+		{"ext3-orphan", 64 * miB, Options{FsType: "ext3", Features: "orphan_file"}, []string{"-t", "ext3", "-O", "orphan_file"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			ours, theirs := dir+"/ours.img", dir+"/mke2fs.img"
+			o := c.opts
+			o.UUID, o.HashSeed, o.CreationTime = fixedUUID, fixedSeed, time.Unix(testutil.FixedTime, 0)
+			if err := Format(ours, withSize(o, c.size)); err != nil {
+				t.Fatalf("Format: %v", err)
+			}
+			args := []string{"-U", testutil.FixedUUID, "-E", "hash_seed=" + testutil.FixedHashSeed}
+			if o.FsType == "" {
+				args = append(args, "-t", "ext4") // mke2fs alone makes ext2
+			}
+			testutil.Mke2fs(t, theirs, c.size, mergeE(append(args, c.args...))...)
+			if d := diffBlocks(t, ours, theirs, 10); len(d) > 0 {
+				t.Errorf("images differ:\n%s", join(d))
+			}
+			if d := dumpe2fsDiff(t, ours, theirs); len(d) > 0 {
+				t.Errorf("dumpe2fs differs:\n%s", join(d[:min(len(d), 20)]))
+			}
+			if exit, out := testutil.E2fsckFN(t, ours); exit != 0 {
+				t.Errorf("e2fsck -fn exit %d:\n%s", exit, out)
+			}
+		})
+	}
+}
+
+func withSize(o Options, size int64) Options { o.Size = size; return o }
+
+// mergeE merges all -E options into one: mke2fs keeps only the last.
+func mergeE(args []string) []string {
+	var out, ext []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "-E" && i+1 < len(args) {
+			ext = append(ext, args[i+1])
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	if len(ext) > 0 {
+		out = append(out, "-E", strings.Join(ext, ","))
+	}
+	return out
+}
