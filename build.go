@@ -132,6 +132,9 @@ func (f *FS) newBuilder(dst string, o *BuildOptions) (*builder, *node, error) {
 	if b.o.Workers <= 0 {
 		b.o.Workers = runtime.GOMAXPROCS(0)
 	}
+	if f.reproducible && !b.o.Time.IsZero() {
+		f.clock = b.o.Time
+	}
 	parent, err := f.resolve("build", dst, true)
 	if err != nil {
 		return nil, nil, err
@@ -562,7 +565,7 @@ func (f *FS) fill(j fillJob, buf []byte, done *atomic.Int64) error {
 // are ctime (or now).
 func (f *FS) setBuildTimes(n *node, atime, mtime, ctime time.Time) error {
 	if ctime.IsZero() {
-		ctime = time.Now()
+		ctime = f.now()
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ext4go/ext4go/internal/dev"
 	"github.com/ext4go/ext4go/internal/fserr"
@@ -58,6 +59,9 @@ type FS struct {
 	// reproducible makes new inodes' generations and the allocator's
 	// choices depend only on the sequence of changes (image building).
 	reproducible bool
+	// clock, when set, replaces the time of day for every timestamp the
+	// filesystem writes (reproducible builds with SOURCE_DATE_EPOCH).
+	clock time.Time
 
 	errMu sync.Mutex // protects err
 	err   error      // first failure that left the on-disk state in doubt
@@ -244,6 +248,14 @@ func (f *FS) Close() error {
 		err = e
 	}
 	return err
+}
+
+// now is the time stamped on changes.
+func (f *FS) now() time.Time {
+	if !f.clock.IsZero() {
+		return f.clock
+	}
+	return time.Now()
 }
 
 // BlockSize returns the filesystem's block size in bytes.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
-	"time"
 
 	"github.com/ext4go/ext4go/internal/extent"
 	"github.com/ext4go/ext4go/internal/inode"
@@ -22,12 +21,26 @@ type extStore struct {
 	f     *FS
 	h     handle
 	ino   uint32
+	n     *node // set by FS.editor
 	delta int64 // blocks allocated minus blocks freed
 }
 
-func (s *extStore) ReadNode(pblk uint64) ([]byte, error) { return s.f.readBlock(pblk, "extent tree block") }
+// treeChanged notes that the extent tree of s.n changed outside i_block
+// (a tree block written, or blocks freed), which setInode cannot see by
+// comparing inodes: the node's cached block map must be rebuilt.
+func (s *extStore) treeChanged() {
+	if s.n != nil {
+		s.n.mapping.Store(nil)
+		s.n.treeChanged.Store(true)
+	}
+}
+
+func (s *extStore) ReadNode(pblk uint64) ([]byte, error) {
+	return s.f.readBlock(pblk, "extent tree block")
+}
 
 func (s *extStore) WriteNode(pblk uint64, b []byte) error {
+	s.treeChanged()
 	return s.h.Modify(pblk, func(dst []byte) error {
 		copy(dst, b)
 		return nil
@@ -44,6 +57,7 @@ func (s *extStore) AllocNode(goal uint64) (uint64, error) {
 }
 
 func (s *extStore) FreeNode(pblk uint64) error {
+	s.treeChanged()
 	s.h.Forget(pblk)
 	if err := s.f.w.balloc.Free(s.h, pblk, 1, mballoc.FreeMetadata); err != nil {
 		return err
@@ -53,6 +67,7 @@ func (s *extStore) FreeNode(pblk uint64) error {
 }
 
 func (s *extStore) FreeData(pblk uint64, n uint32) error {
+	s.treeChanged()
 	if err := s.f.w.balloc.Free(s.h, pblk, uint64(n), 0); err != nil {
 		return err
 	}
@@ -62,6 +77,7 @@ func (s *extStore) FreeData(pblk uint64, n uint32) error {
 
 // editor returns an extent editor over in's i_block.
 func (f *FS) editor(n *node, in *inode.Inode, s *extStore) *extent.Editor {
+	s.n = n
 	return &extent.Editor{
 		Root: &in.Block, Store: s, BlockSize: int(f.blockSize),
 		Csum: f.csum, Seed: inode.Seed(f.seed, n.ino, in.Generation), Ino: n.ino,
@@ -126,10 +142,15 @@ func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite bool) (int, erro
 	}
 	bs := f.blockSize
 	done := 0
+	retried := false
 	for done < len(p) {
 		pos := off + int64(done)
 		m, err := f.writeChunk(n, p[done:], pos, openForWrite)
 		done += m
+		if err != nil && m == 0 && !retried && f.retryAfterCommit(err) {
+			retried = true
+			continue
+		}
 		if err != nil {
 			if done > 0 {
 				f.extendSize(n, off+int64(done))
@@ -152,7 +173,7 @@ func (f *FS) extendSize(n *node, size int64) error {
 	if uint64(size) > in.Size {
 		in.Size = uint64(size)
 	}
-	now := inode.FromTime(time.Now())
+	now := inode.FromTime(f.now())
 	in.Mtime, in.Ctime = now, now
 	return f.setInode(h, n, in)
 }
@@ -345,7 +366,7 @@ func (f *FS) truncate(n *node, size int64) error {
 		}
 	}
 	in.Size = uint64(size)
-	now := inode.FromTime(time.Now())
+	now := inode.FromTime(f.now())
 	in.Mtime, in.Ctime = now, now
 	return f.setInode(h, n, in)
 }
@@ -362,18 +383,19 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 	if err := f.checkDataWritable(n); err != nil {
 		return err
 	}
+	// Argument checks in the order of Linux's vfs_fallocate.
 	if off < 0 || length <= 0 {
 		return syscall.EINVAL
-	}
-	end := off + length
-	if end > f.maxFileSize() || end < off {
-		return syscall.EFBIG
 	}
 	if mode&^(FallocKeepSize|FallocPunchHole|FallocZeroRange) != 0 {
 		return &UnsupportedError{Feature: fmt.Sprintf("fallocate mode %#x", mode)}
 	}
 	if mode&FallocPunchHole != 0 && (mode&FallocKeepSize == 0 || mode&FallocZeroRange != 0) {
-		return syscall.EINVAL // as Linux: punch needs KEEP_SIZE, excludes ZERO_RANGE
+		return syscall.EOPNOTSUPP // as Linux: punch needs KEEP_SIZE, excludes ZERO_RANGE
+	}
+	end := off + length
+	if end > f.maxFileSize() || end < off {
+		return syscall.EFBIG
 	}
 	if n.in().HasFlag(inode.FlagInlineData) {
 		if err := f.uninlineFile(n); err != nil {
@@ -397,8 +419,13 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 	}
 	// Allocate unwritten extents over every hole in the range.
 	first, last := uint64(off/bs), uint64((end-1)/bs)
+	retried := false
 	for lblk := first; lblk <= last; {
 		adv, err := f.fallocChunk(n, lblk, last)
+		if err != nil && !retried && f.retryAfterCommit(err) {
+			retried = true
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -413,7 +440,7 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 	if mode&FallocKeepSize == 0 && uint64(end) > in.Size {
 		in.Size = uint64(end)
 	}
-	in.Ctime = inode.FromTime(time.Now())
+	in.Ctime = inode.FromTime(f.now())
 	if mode&FallocZeroRange != 0 {
 		in.Mtime = in.Ctime
 	}
@@ -491,7 +518,7 @@ func (f *FS) punch(n *node, off, end int64) error {
 			}
 		}
 	}
-	now := inode.FromTime(time.Now())
+	now := inode.FromTime(f.now())
 	in.Mtime, in.Ctime = now, now
 	return f.setInode(h, n, in)
 }

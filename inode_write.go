@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
-	"time"
 
 	"github.com/ext4go/ext4go/internal/csum"
 	"github.com/ext4go/ext4go/internal/extent"
@@ -38,7 +37,7 @@ func (f *FS) newInode(h handle, parent *node, name string, mode uint16, uid, gid
 	if err != nil {
 		return nil, err
 	}
-	now := inode.FromTime(time.Now())
+	now := inode.FromTime(f.now())
 	in := &inode.Inode{
 		Mode: mode, UID: uid, GID: gid,
 		Atime: now, Ctime: now, Mtime: now, Crtime: now,
@@ -133,7 +132,7 @@ func (f *FS) freeInodeIn(h handle, n *node) error {
 	}
 	in.LinksCount = 0
 	in.Size = 0
-	in.Dtime = uint32(time.Now().Unix())
+	in.Dtime = uint32(f.now().Unix())
 	in.SetSectors(0, uint32(f.blockSize), f.hugeFile)
 	if err := f.setInode(h, n, in); err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 	"path"
 	"sort"
 	"syscall"
-	"time"
 
 	"github.com/ext4go/ext4go/internal/dir"
 	"github.com/ext4go/ext4go/internal/extent"
@@ -267,7 +266,7 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 	if isDir {
 		f.incLinks(pin)
 	}
-	now := inode.FromTime(time.Now())
+	now := inode.FromTime(f.now())
 	pin.Mtime, pin.Ctime = now, now
 	if err := f.setInode(h, parent, pin); err != nil {
 		return nil, err
@@ -360,7 +359,7 @@ func (f *FS) dropLink(h handle, child *node, isDir bool) error {
 	} else if in.LinksCount > 0 {
 		in.LinksCount--
 	}
-	in.Ctime = inode.FromTime(time.Now())
+	in.Ctime = inode.FromTime(f.now())
 	if err := f.setInode(h, child, in); err != nil {
 		return err
 	}
@@ -412,7 +411,11 @@ func (f *FS) OpenFile(name string, flag int, perm fs.FileMode) (*File, error) {
 		parent.mu.Unlock()
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
-	n, err := f.create(parent, base, newEntry{mode: 0x8000 | unixPerm(perm)})
+	var n *node
+	err = f.retryAlloc(func() (err error) {
+		n, err = f.create(parent, base, newEntry{mode: 0x8000 | unixPerm(perm)})
+		return err
+	})
 	parent.mu.Unlock()
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
@@ -465,7 +468,7 @@ func (f *FS) mknodAt(op, name string, e newEntry) error {
 	}
 	parent.mu.Lock()
 	defer parent.mu.Unlock()
-	if _, err := f.create(parent, base, e); err != nil {
+	if err := f.retryAlloc(func() error { _, err := f.create(parent, base, e); return err }); err != nil {
 		return &fs.PathError{Op: op, Path: name, Err: err}
 	}
 	return nil

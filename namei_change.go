@@ -2,6 +2,7 @@ package ext4go
 
 import (
 	"errors"
+	"math"
 	"io/fs"
 	"os"
 	"path"
@@ -73,7 +74,7 @@ func (f *FS) removeEntry(parent *node, base string) error {
 	if isDir {
 		decLinks(pin)
 	}
-	now := inode.FromTime(time.Now())
+	now := inode.FromTime(f.now())
 	pin.Mtime, pin.Ctime = now, now
 	if err := f.setInode(h, parent, pin); err != nil {
 		return err
@@ -120,6 +121,10 @@ func (f *FS) RemoveAll(name string) error {
 
 // Link creates newname as a hard link to the file oldname.
 func (f *FS) Link(oldname, newname string) error {
+	return f.retryAlloc(func() error { return f.link(oldname, newname) })
+}
+
+func (f *FS) link(oldname, newname string) error {
 	old, err := f.resolve("link", oldname, false)
 	if err != nil {
 		return err
@@ -129,11 +134,20 @@ func (f *FS) Link(oldname, newname string) error {
 		return err
 	}
 	fail := func(err error) error { return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: err} }
-	if old.isDir() {
-		return fail(syscall.EPERM)
-	}
 	parent.mu.Lock()
 	defer parent.mu.Unlock()
+	if old.isDir() {
+		// Linux reports an existing new name before refusing to link a
+		// directory (vfs_link). The directory is not locked: it may be an
+		// ancestor of parent, locked before it elsewhere.
+		if err := f.checkDirWritable(parent); err != nil {
+			return fail(err)
+		}
+		if _, err := f.lookup(parent, base); err == nil {
+			return fail(fs.ErrExist)
+		}
+		return fail(syscall.EPERM)
+	}
 	if old != parent {
 		old.mu.Lock()
 		defer old.mu.Unlock()
@@ -169,7 +183,7 @@ func (f *FS) Link(oldname, newname string) error {
 		return fail(err)
 	}
 	f.finishDir(ed, pin)
-	now := inode.FromTime(time.Now())
+	now := inode.FromTime(f.now())
 	pin.Mtime, pin.Ctime = now, now
 	if err := f.setInode(h, parent, pin); err != nil {
 		return fail(err)
@@ -206,7 +220,7 @@ func (f *FS) setAttr(op, name string, follow bool, fn func(in *inode.Inode) erro
 	if err := fn(in); err != nil {
 		return &fs.PathError{Op: op, Path: name, Err: err}
 	}
-	in.Ctime = inode.FromTime(time.Now())
+	in.Ctime = inode.FromTime(f.now())
 	if err := f.setInode(h, n, in); err != nil {
 		return &fs.PathError{Op: op, Path: name, Err: err}
 	}
@@ -259,11 +273,29 @@ func (f *FS) Lchtimes(name string, atime, mtime time.Time) error {
 func (f *FS) chtimes(op, name string, follow bool, atime, mtime time.Time) error {
 	return f.setAttr(op, name, follow, func(in *inode.Inode) error {
 		if !atime.IsZero() {
-			in.Atime = inode.FromTime(atime)
+			in.Atime = inode.FromTime(f.clampTime(atime))
 		}
 		if !mtime.IsZero() {
-			in.Mtime = inode.FromTime(mtime)
+			in.Mtime = inode.FromTime(f.clampTime(mtime))
 		}
 		return nil
 	})
+}
+
+// clampTime limits t to the times the inodes can hold, as Linux does
+// (timestamp_truncate with s_time_min and s_time_max): signed 32-bit
+// seconds in 128-byte inodes, up to 2446-05-10 with the extra epoch bits
+// of larger ones. Without this, times out of range would wrap around.
+func (f *FS) clampTime(t time.Time) time.Time {
+	lo, hi := int64(math.MinInt32), int64(math.MaxInt32)
+	if f.inodeSize > inode.GoodOldSize {
+		hi = 1<<34 - 1 + math.MinInt32
+	}
+	switch s := t.Unix(); {
+	case s <= lo:
+		return time.Unix(lo, 0)
+	case s >= hi:
+		return time.Unix(hi, 0)
+	}
+	return t
 }

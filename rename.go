@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
-	"time"
 
 	"github.com/ext4go/ext4go/internal/dir"
 	"github.com/ext4go/ext4go/internal/inode"
@@ -28,7 +27,7 @@ func (f *FS) Rename(oldname, newname string) error {
 // RenameWith is Rename with renameat2 flags: RenameNoReplace fails if
 // newname exists; RenameExchange swaps the two names atomically.
 func (f *FS) RenameWith(oldname, newname string, flags int) error {
-	err := f.rename(oldname, newname, flags)
+	err := f.retryAlloc(func() error { return f.rename(oldname, newname, flags) })
 	if err != nil {
 		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: unwrapPath(err)}
 	}
@@ -191,7 +190,7 @@ func (f *FS) rename(oldname, newname string, flags int) error {
 		ned = f.dirEditor(f.newDirStore(h, newParent, npin))
 	}
 	srcFT := f.fileType(src.in().Mode)
-	now := inode.FromTime(time.Now())
+	now := inode.FromTime(f.now())
 	switch {
 	case flags&RenameExchange != 0:
 		if _, err := ned.Replace([]byte(newBase), src.ino, srcFT); err != nil {

@@ -6,7 +6,6 @@ import (
 	"math/bits"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/ext4go/ext4go/internal/dir"
 	"github.com/ext4go/ext4go/internal/fserr"
@@ -221,7 +220,7 @@ func (f *FS) writeSuper(h handle) error {
 	sb := f.sb
 	sb.SetFreeBlocksCount(uint64(w.balloc.FreeClusters()) * uint64(sb.ClusterRatio()))
 	sb.FreeInodesCount = uint32(w.ialloc.FreeInodes())
-	sb.SetWriteTime(time.Now())
+	sb.SetWriteTime(f.now())
 	raw := sb.Encode()
 	blk, off := f.superLocation()
 	return h.Modify(blk, func(b []byte) error {

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/ext4go/ext4go/internal/dir"
 	"github.com/ext4go/ext4go/internal/inode"
@@ -171,7 +170,7 @@ placed:
 			return err
 		}
 	}
-	in.Ctime = inode.FromTime(time.Now())
+	in.Ctime = inode.FromTime(f.now())
 	return f.setInode(h, n, in)
 }
 
@@ -301,9 +300,31 @@ func (f *FS) RemoveXattr(name, attr string) error {
 	return f.xattrOp("removexattr", name, xattrChange{name: attr, remove: true})
 }
 
+// xattrArgs makes the checks Linux's VFS makes before a filesystem sees a
+// setxattr or removexattr (fs/xattr.c): the whole name is 1..255 bytes
+// (ERANGE), a value at most XATTR_SIZE_MAX (E2BIG), and a namespace prefix
+// needs a name after it (EINVAL).
+func xattrArgs(c xattrChange) error {
+	if c.name == "" || len(c.name) > 255 {
+		return syscall.ERANGE
+	}
+	if !c.remove && len(c.value) > 1<<16 {
+		return syscall.E2BIG
+	}
+	for _, p := range []string{"user.", "trusted.", "security.", "system.", "lustre.", "gnu."} {
+		if c.name == p {
+			return syscall.EINVAL
+		}
+	}
+	return nil
+}
+
 func (f *FS) xattrOp(op, name string, c xattrChange) error {
 	if f.w == nil {
 		return &fs.PathError{Op: op, Path: name, Err: ErrReadOnly}
+	}
+	if err := xattrArgs(c); err != nil {
+		return &fs.PathError{Op: op, Path: name, Err: err}
 	}
 	n, err := f.resolve(op, name, false)
 	if err != nil {
@@ -311,14 +332,17 @@ func (f *FS) xattrOp(op, name string, c xattrChange) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	h, err := f.begin()
-	if err != nil {
-		return &fs.PathError{Op: op, Path: name, Err: err}
-	}
-	err = f.changeXattr(h, n, c)
-	if e := h.End(); err == nil {
-		err = e
-	}
+	err = f.retryAlloc(func() error {
+		h, err := f.begin()
+		if err != nil {
+			return err
+		}
+		err = f.changeXattr(h, n, c)
+		if e := h.End(); err == nil {
+			err = e
+		}
+		return err
+	})
 	if err != nil {
 		return &fs.PathError{Op: op, Path: name, Err: err}
 	}

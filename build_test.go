@@ -1,0 +1,259 @@
+package ext4go_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
+
+	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/internal/testutil"
+)
+
+var (
+	buildUUID = [16]byte{1, 2, 3, 4, 5, 6, 0x47, 8, 0x89, 10, 11, 12, 13, 14, 15, 16}
+	buildSeed = [16]byte{16, 15, 14, 13, 12, 11, 0x4a, 9, 0x88, 7, 6, 5, 4, 3, 2, 1}
+	buildTime = time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
+)
+
+// buildImage makes an image of src with Mkfs + AddDir (or AddTar when tr
+// is set), closes it and returns its path.
+func buildImage(t *testing.T, src string, tr io.Reader, size int64, bs int) string {
+	t.Helper()
+	image := filepath.Join(t.TempDir(), "built.img")
+	err := ext4go.Mkfs(image, ext4go.MkfsOptions{Size: size, BlockSize: bs, UUID: buildUUID, HashSeed: buildSeed, CreationTime: buildTime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := ext4go.OpenForBuild(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bo := &ext4go.BuildOptions{UID: -1, GID: -1, Time: buildTime}
+	if tr != nil {
+		err = fsys.AddTar(".", tr, bo)
+	} else {
+		err = fsys.AddDir(".", src, bo)
+	}
+	if err != nil {
+		fsys.Close()
+		t.Fatal(err)
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return image
+}
+
+func TestBuildFromDir(t *testing.T) {
+	for _, bs := range []int{4096, 1024} {
+		t.Run(map[int]string{4096: "4k", 1024: "1k"}[bs], func(t *testing.T) {
+			src := testutil.SourceDir(t)
+			testutil.GenTree(t, src, testutil.TreeSpec{Preset: "all", Seed: 7, BlockSize: bs})
+			image := buildImage(t, src, nil, 256<<20, bs)
+			testutil.RequireFsckClean(t, image)
+			co := testutil.MountCompareOptions()
+			co.Meta = meta
+			testutil.CompareFS(t, openImage(t, image), src, co)
+			if ok, _ := testutil.CanMount(); !ok {
+				return
+			}
+			mnt := testutil.Mount(t, image, true)
+			testutil.CompareDirs(t, mnt, src, testutil.MountCompareOptions())
+		})
+	}
+}
+
+// TestBuildKernelWritesMore: the kernel mounts a built image read-write,
+// sees what we wrote, adds files; e2fsck stays clean and we read the
+// kernel's files back.
+func TestBuildKernelWritesMore(t *testing.T) {
+	testutil.RequireMount(t)
+	src := testutil.SourceDir(t)
+	testutil.GenTree(t, src, testutil.TreeSpec{Preset: "small", Seed: 8})
+	image := buildImage(t, src, nil, 64<<20, 4096)
+	data := bytes.Repeat([]byte("kernel"), 300000)
+	t.Run("kernel", func(t *testing.T) {
+		mnt := testutil.Mount(t, image, false)
+		testutil.CompareDirs(t, mnt, src, testutil.MountCompareOptions())
+		if err := os.WriteFile(filepath.Join(mnt, "from-kernel"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(mnt, "kdir/a/b"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	})
+	testutil.RequireFsckClean(t, image)
+	got, err := openImage(t, image).ReadFile("from-kernel")
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("kernel's file reads back wrong (err %v)", err)
+	}
+}
+
+func TestBuildReproducible(t *testing.T) {
+	src := testutil.SourceDir(t)
+	testutil.GenTree(t, src, testutil.TreeSpec{Preset: "large", Seed: 9})
+	// Read every file once first: with relatime the first read moves the
+	// source's atimes, which a build copies.
+	filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			os.ReadFile(p)
+		}
+		return nil
+	})
+	a := buildImage(t, src, nil, 128<<20, 4096)
+	b := buildImage(t, src, nil, 128<<20, 4096)
+	if ha, hb := fileHash(t, a), fileHash(t, b); ha != hb {
+		t.Fatalf("two builds differ: %x vs %x", ha, hb)
+	}
+}
+
+func fileHash(t *testing.T, p string) [32]byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(b)
+}
+
+// writeTar archives src (GNU/PAX format, xattrs as SCHILY records, hard
+// links as link entries).
+func writeTar(t *testing.T, w io.Writer, src string) {
+	t.Helper()
+	tw := tar.NewWriter(w)
+	seen := map[[2]uint64]string{}
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == src {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSocket != 0 {
+			return nil // tar cannot hold sockets
+		}
+		link := ""
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			link, _ = os.Readlink(p)
+		}
+		hdr, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		hdr.Name = rel
+		hdr.Format = tar.FormatPAX
+		st := fi.Sys().(*syscall.Stat_t)
+		hdr.AccessTime = time.Unix(st.Atim.Sec, st.Atim.Nsec)
+		if fi.Mode().IsRegular() && st.Nlink > 1 {
+			key := [2]uint64{st.Dev, st.Ino}
+			if first, ok := seen[key]; ok {
+				hdr.Typeflag = tar.TypeLink
+				hdr.Linkname = first
+				hdr.Size = 0
+			} else {
+				seen[key] = rel
+			}
+		}
+		if n, _ := unix.Llistxattr(p, nil); n > 0 {
+			buf := make([]byte, n)
+			n, _ = unix.Llistxattr(p, buf)
+			for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
+				v := make([]byte, 65536)
+				vn, err := unix.Lgetxattr(p, name, v)
+				if err != nil {
+					continue
+				}
+				if hdr.PAXRecords == nil {
+					hdr.PAXRecords = map[string]string{}
+				}
+				hdr.PAXRecords["SCHILY.xattr."+name] = string(v[:vn])
+			}
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = io.Copy(tw, f)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBuildFromTar(t *testing.T) {
+	src := testutil.SourceDir(t)
+	for _, p := range []string{"small", "links", "xattrs", "modes", "special", "odd"} {
+		testutil.GenTree(t, filepath.Join(src, p), testutil.TreeSpec{Preset: p, Seed: 10})
+	}
+	for _, comp := range []string{"plain", "gzip", "zstd"} {
+		t.Run(comp, func(t *testing.T) {
+			var buf bytes.Buffer
+			switch comp {
+			case "plain":
+				writeTar(t, &buf, src)
+			case "gzip":
+				zw := gzip.NewWriter(&buf)
+				writeTar(t, zw, src)
+				zw.Close()
+			case "zstd":
+				zw, _ := zstd.NewWriter(&buf)
+				writeTar(t, zw, src)
+				zw.Close()
+			}
+			image := buildImage(t, "", &buf, 64<<20, 4096)
+			testutil.RequireFsckClean(t, image)
+			co := testutil.MountCompareOptions()
+			co.Meta = meta
+			co.Checks &^= testutil.CheckAtime
+			co.IgnoreMissing = fs.ModeSocket
+			testutil.CompareFS(t, openImage(t, image), src, co)
+		})
+	}
+}
+
+func TestBuildTarRefusesEscape(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "../evil", Typeflag: tar.TypeReg, Mode: 0o644})
+	tw.Close()
+	image := filepath.Join(t.TempDir(), "img")
+	if err := ext4go.Mkfs(image, ext4go.MkfsOptions{Size: 8 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := ext4go.OpenForBuild(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.AddTar(".", &buf, nil); err == nil {
+		t.Fatal("tar with ../ accepted")
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+}
