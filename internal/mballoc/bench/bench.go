@@ -147,8 +147,8 @@ func (f *fsys) close() error {
 	return nil
 }
 
-// allocate gets n blocks for file ino at logical block next, retrying after
-// a commit if only uncommitted frees stand in the way.
+// allocate runs req, committing the journal and retrying when only
+// uncommitted frees stand in the way (kernel: ext4_should_retry_alloc).
 func (f *fsys) allocate(req mballoc.Request) (mballoc.Extent, error) {
 	for try := 0; ; try++ {
 		e, err := f.a.Allocate(f.tx(), req)
@@ -270,7 +270,9 @@ func appendLoop(o Options, name string, p int, d time.Duration, ops int64, chunk
 					}
 				}
 			}
-			f.truncate(fl)
+			if err := f.truncate(fl); err != nil {
+				f.fail(err)
+			}
 		}(w)
 	}
 	if ops <= 0 {
