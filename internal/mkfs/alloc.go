@@ -4,7 +4,6 @@ import (
 	"errors"
 
 	"github.com/ext4go/ext4go/internal/inode"
-
 	"github.com/ext4go/ext4go/internal/super"
 )
 
@@ -27,6 +26,7 @@ type builder struct {
 	zeroed bool                    // the device reads back zeros
 
 	sb        *super.Superblock
+	rootBlk   uint64 // the root directory's block
 	overhead  uint64
 	jnlBlocks [17]uint32
 	orphanIno uint32
@@ -35,7 +35,7 @@ type builder struct {
 
 type extentRange struct{ start, n uint64 }
 
-var errNoSpace = errors.New("mkfs: no free blocks left for the filesystem's own files")
+var errNoSpace = errors.New("no free blocks left")
 
 // getFreeBlocks is ext2fs_get_free_blocks2: the first position b tested by
 // the C loop — start, start+1, ... stopping before finish, wrapping to the
@@ -62,6 +62,9 @@ func (f *builder) getFreeBlocks(start, finish uint64, num uint64) (uint64, bool)
 			}
 			wrapped = true
 			b = fdb
+			if b+num-1 >= p.blocks {
+				return 0, false // no run that long at all
+			}
 		}
 		var next uint64
 		if !f.bmap.test(b) {
@@ -190,7 +193,7 @@ func (f *builder) newInode(dir uint32) (uint32, error) {
 	}
 	start = max(start, p.firstIno)
 	if start > p.inodes {
-		return 0, errors.New("mkfs: no free inodes")
+		return 0, errors.New("no free inodes left")
 	}
 	for i := start; ; {
 		g := (i - 1) / p.ipg
@@ -206,7 +209,7 @@ func (f *builder) newInode(dir uint32) (uint32, error) {
 			i = p.firstIno
 		}
 		if i == start {
-			return 0, errors.New("mkfs: no free inodes")
+			return 0, errors.New("no free inodes left")
 		}
 	}
 }

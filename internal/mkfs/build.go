@@ -50,18 +50,21 @@ func build(p *plan, zeroed bool) (*builder, error) {
 		}
 	}
 
-	steps := []func() error{
-		f.createRoot,
-		f.createLostFound,
-		f.reserveInodes,
-		f.createBadBlockInode,
-		f.createResizeInode,
-		f.createJournal,
-		f.createOrphanFile,
+	steps := []struct {
+		what string
+		do   func() error
+	}{
+		{"the root directory", f.createRoot},
+		{"lost+found", f.createLostFound},
+		{"the reserved inodes", f.reserveInodes},
+		{"the bad blocks inode", f.createBadBlockInode},
+		{"the resize inode", f.createResizeInode},
+		{"the journal", f.createJournal},
+		{"the orphan file", f.createOrphanFile},
 	}
-	for _, step := range steps {
-		if err := step(); err != nil {
-			return nil, err
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			return nil, fmt.Errorf("mkfs: creating %s: %w", s.what, err)
 		}
 	}
 	f.overhead += uint64(p.journal) + uint64(p.firstData)

@@ -105,6 +105,12 @@ var sbIgnore = []struct{ off, n int }{
 // read: holes read as zeros in both.
 func diffBlocks(t *testing.T, a, b string, max int) []string {
 	t.Helper()
+	return diffImages(t, a, b, max, true)
+}
+
+// diffImages is diffBlocks, masking the superblock fields only if mask.
+func diffImages(t *testing.T, a, b string, max int, mask bool) []string {
+	t.Helper()
 	fa, err := os.Open(a)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +149,9 @@ func diffBlocks(t *testing.T, a, b string, max int) []string {
 				continue
 			}
 			x, y := bytes.Clone(ba), bytes.Clone(bb)
-			maskSupers(x, y, off, sb)
+			if mask {
+				maskSupers(x, y, off, sb)
+			}
 			if bytes.Equal(x, y) {
 				continue
 			}
@@ -211,10 +219,10 @@ func maskSupers(x, y []byte, off int64, sb *super.Superblock) {
 
 // dumpe2fsDiff returns the lines of dumpe2fs output that differ between
 // the two images, except those starting with an ignored prefix.
-func dumpe2fsDiff(t *testing.T, a, b string) []string {
+func dumpe2fsDiff(t *testing.T, a, b string, args ...string) []string {
 	t.Helper()
-	la := strings.Split(testutil.Dumpe2fs(t, a), "\n")
-	lb := strings.Split(testutil.Dumpe2fs(t, b), "\n")
+	la := strings.Split(testutil.Dumpe2fs(t, a, args...), "\n")
+	lb := strings.Split(testutil.Dumpe2fs(t, b, args...), "\n")
 	ignore := []string{"Lifetime writes:", "Checksum:"}
 	var d []string
 	for i := 0; i < max(len(la), len(lb)); i++ {

@@ -1,7 +1,6 @@
 package mkfs
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -18,7 +17,7 @@ import (
 // standing in for a disk that held an old filesystem.
 func fillGarbage(t *testing.T, path string, size int64) {
 	t.Helper()
-	r := rand.New(rand.NewPCG(1, 2))
+	r := rand.NewChaCha8([32]byte{1, 2, 3})
 	buf := make([]byte, 1<<20)
 	f, err := os.Create(path)
 	if err != nil {
@@ -26,12 +25,7 @@ func fillGarbage(t *testing.T, path string, size int64) {
 	}
 	defer f.Close()
 	for off := int64(0); off < size; off += int64(len(buf)) {
-		for i := 0; i < len(buf); i += 8 {
-			v := r.Uint64()
-			for j := 0; j < 8; j++ {
-				buf[i+j] = byte(v >> (8 * j))
-			}
-		}
+		r.Read(buf)
 		if _, err := f.WriteAt(buf[:min(int64(len(buf)), size-off)], off); err != nil {
 			t.Fatal(err)
 		}
@@ -40,12 +34,26 @@ func fillGarbage(t *testing.T, path string, size int64) {
 
 // TestUnzeroedDeviceMatchesMke2fs formats a device full of old data through
 // a plain dev.Device (no Zeroer), which must zero exactly what mke2fs zeroes
-// when it cannot rely on discard (-E nodiscard): both images, old data
-// included, must be identical, and e2fsck must accept ours.
+// when it cannot rely on discard (-E nodiscard; with NoLazyInit also
+// lazy_itable_init=0): both images, old data included, must be identical,
+// and e2fsck must accept ours.
 func TestUnzeroedDeviceMatchesMke2fs(t *testing.T) {
+	type tc struct {
+		v      variant
+		bs     int
+		noLazy bool
+	}
+	var cases []tc
 	for _, v := range []variant{variants[0], variants[1], variants[4], variants[5], variants[7], variants[9]} {
 		for _, bs := range []int{1024, 4096} {
-			t.Run(fmt.Sprintf("%s/%d", v.name, bs), func(t *testing.T) {
+			cases = append(cases, tc{v, bs, false})
+		}
+	}
+	cases = append(cases, tc{variants[0], 4096, true}, tc{variants[5], 1024, true})
+	for _, c := range cases {
+		v, bs := c.v, c.bs
+		{
+			t.Run(fmt.Sprintf("%s/%d/nolazy=%v", v.name, bs, c.noLazy), func(t *testing.T) {
 				t.Parallel()
 				const size = 64 << 20
 				dir := t.TempDir()
@@ -57,6 +65,7 @@ func TestUnzeroedDeviceMatchesMke2fs(t *testing.T) {
 					t.Fatal(err)
 				}
 				o := v.options(0, bs)
+				o.NoLazyInit = c.noLazy
 				if err := Mkfs(d, o); err != nil {
 					t.Fatalf("Mkfs: %v", err)
 				}
@@ -65,6 +74,9 @@ func TestUnzeroedDeviceMatchesMke2fs(t *testing.T) {
 				for i := range args {
 					if args[i] == "hash_seed="+testutil.FixedHashSeed {
 						args[i] += ",nodiscard"
+						if c.noLazy {
+							args[i] += ",lazy_itable_init=0"
+						}
 					}
 				}
 				cmd := exec.Command("mke2fs", append(append([]string{"-F", "-q"}, args...), theirs)...)
@@ -89,29 +101,21 @@ func TestDeterministic(t *testing.T) {
 	dir := t.TempDir()
 	o := variants[0].options(300<<20, 0)
 	o.Features = "orphan_file"
-	var imgs [2][]byte
-	for i := range imgs {
-		p := filepath.Join(dir, fmt.Sprint(i))
-		if err := Format(p, o); err != nil {
+	var paths [3]string
+	for i := range paths {
+		paths[i] = filepath.Join(dir, fmt.Sprint(i))
+		if i == 2 {
+			// A different time must change the image: the check is not vacuous.
+			o.CreationTime = o.CreationTime.Add(time.Second)
+		}
+		if err := Format(paths[i], o); err != nil {
 			t.Fatal(err)
 		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		imgs[i] = b
 	}
-	if !bytes.Equal(imgs[0], imgs[1]) {
-		t.Fatal("two runs with the same options differ")
+	if d := diffImages(t, paths[0], paths[1], 5, false); len(d) > 0 {
+		t.Fatalf("two runs with the same options differ:\n%s", join(d))
 	}
-	// A different time must change the image: the check above is not vacuous.
-	o.CreationTime = o.CreationTime.Add(time.Second)
-	p := filepath.Join(dir, "2")
-	if err := Format(p, o); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(p)
-	if bytes.Equal(b, imgs[0]) {
+	if d := diffImages(t, paths[0], paths[2], 5, false); len(d) == 0 {
 		t.Fatal("changing the time changed nothing")
 	}
 }

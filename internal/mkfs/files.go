@@ -16,7 +16,6 @@ const (
 	ndirBlocks  = 12 // EXT2_NDIR_BLOCKS
 	indBlock    = 12 // EXT2_IND_BLOCK
 	dindBlock   = 13 // EXT2_DIND_BLOCK
-	tindBlock   = 14 // EXT2_TIND_BLOCK
 	lostFound   = "lost+found"
 	xattrMagic  = 0xEA020000 // EXT2_EXT_ATTR_MAGIC: in-inode xattr header
 	orphanMagic = 0x0B10CA04 // EXT4_ORPHAN_BLOCK_MAGIC
@@ -89,12 +88,12 @@ func (f *builder) mapBlocks(in *inode.Inode, blks []uint64) error {
 			exts = append(exts, extent.Extent{Logical: uint32(i), Len: 1, Start: b})
 		}
 		if len(exts) > 4 {
-			return fmt.Errorf("mkfs: blocks not contiguous enough for the inode (%d extents)", len(exts))
+			return fmt.Errorf("blocks not contiguous enough for the inode (%d extents)", len(exts))
 		}
 		return setExtents(in, exts)
 	}
 	if len(blks) > ndirBlocks {
-		return fmt.Errorf("mkfs: %d direct blocks", len(blks))
+		return fmt.Errorf("%d blocks need indirect blocks", len(blks))
 	}
 	for i, b := range blks {
 		binary.LittleEndian.PutUint32(in.Block[4*i:], uint32(b))
@@ -134,7 +133,7 @@ func (f *builder) createRoot() error {
 	}
 	f.allocStats(blk, 1)
 	f.inodeAllocStats(ino, true)
-	f.blocks[blk] = nil // filled in by createLostFound, which links into it
+	f.rootBlk = blk // written by createLostFound, which links into it
 	return nil
 }
 
@@ -166,7 +165,6 @@ func (f *builder) createLostFound() error {
 
 	// Link it into the root (ext2fs_link) and count the root's new link.
 	ft := f.fileType()
-	root, rootBlk := f.inode(super.RootIno), f.firstBlock(super.RootIno)
 	b, err := dir.EncodeBlock(f.dirFormat(), []dir.Entry{
 		{Inode: super.RootIno, Name: []byte("."), FileType: ft},
 		{Inode: super.RootIno, Name: []byte(".."), FileType: ft},
@@ -175,8 +173,8 @@ func (f *builder) createLostFound() error {
 	if err != nil {
 		return err
 	}
-	f.blocks[rootBlk] = b
-	root.LinksCount++
+	f.blocks[f.rootBlk] = b
+	f.inode(super.RootIno).LinksCount++
 
 	// Expand: each step adds one block; with inline data the first step
 	// moves the inline directory into its first block.
@@ -265,16 +263,6 @@ func (f *builder) inlineExpandedBlock(ino uint32) []byte {
 		dir.SetLeafChecksum(b, f.dirFormat(), f.seed(ino))
 	}
 	return b
-}
-
-// firstBlock returns the block created for a one-block directory.
-func (f *builder) firstBlock(ino uint32) uint64 {
-	in := f.inodes[ino]
-	if f.p.extents() {
-		n, _ := extent.DecodeNode(in.Block[:])
-		return n.Extents[0].Start
-	}
-	return uint64(binary.LittleEndian.Uint32(in.Block[:]))
 }
 
 // reserveInodes is reserve_inodes: inodes 3 to 10 are counted as used.

@@ -130,7 +130,7 @@ func (f *builder) journalExtents(in *inode.Inode) ([]extentRange, error) {
 			blocks++
 		}
 		if max := extent.MaxEntries(int(p.blockSize)); len(exts) > max {
-			return nil, fmt.Errorf("mkfs: journal needs more than %d extents; free space too fragmented", max)
+			return nil, fmt.Errorf("needs more than %d extents: free space too fragmented", max)
 		}
 		logical += n
 		left -= n
@@ -230,8 +230,8 @@ func (m *blockMap) alloc() (uint64, error) {
 	return b, nil
 }
 
-// slot returns the indirect block at the end of path from parent, creating
-// it when missing.
+// child returns the indirect block in slot idx of the indirect block
+// parent, allocating it when missing (block_ind_bmap with BMAP_ALLOC).
 func (m *blockMap) child(parent uint64, idx uint64) (uint64, error) {
 	buf := m.bufs[parent]
 	if buf[idx] != 0 {
@@ -264,7 +264,7 @@ func (m *blockMap) add(i uint64) (uint64, error) {
 		i -= span
 		level++
 		if level == 3 {
-			return 0, fmt.Errorf("mkfs: file too large for indirect blocks")
+			return 0, fmt.Errorf("file too large for indirect blocks")
 		}
 		span *= apb
 	}

@@ -42,6 +42,13 @@ func Mkfs(d dev.Device, o Options) error {
 	if err != nil {
 		return err
 	}
+	z, canZero := d.(Zeroer)
+	zeroed := o.AssumeZeroed || canZero
+	img, err := makeImage(p, zeroed)
+	if err != nil {
+		return err // nothing written yet
+	}
+
 	fsBytes := int64(p.blocks) * int64(p.blockSize)
 	if want := max(o.Size, fsBytes); d.Size() < want {
 		t, ok := d.(Truncater)
@@ -52,21 +59,14 @@ func Mkfs(d dev.Device, o Options) error {
 			return fmt.Errorf("mkfs: growing the image to %d bytes: %w", want, err)
 		}
 	}
-	zeroed := o.AssumeZeroed
-	if z, ok := d.(Zeroer); ok && !zeroed {
-		if err := z.ZeroRange(0, fsBytes); err == nil {
-			zeroed = true
-		} else if !errors.Is(err, errors.ErrUnsupported) {
+	if canZero && !o.AssumeZeroed {
+		if err := z.ZeroRange(0, fsBytes); errors.Is(err, errors.ErrUnsupported) {
+			if img, err = makeImage(p, false); err != nil {
+				return err
+			}
+		} else if err != nil {
 			return fmt.Errorf("mkfs: zeroing the device: %w", err)
 		}
-	}
-	f, err := build(p, zeroed)
-	if err != nil {
-		return err
-	}
-	img, err := f.finish()
-	if err != nil {
-		return err
 	}
 	if err := img.writeTo(d); err != nil {
 		return fmt.Errorf("mkfs: writing: %w", err)
@@ -74,12 +74,21 @@ func Mkfs(d dev.Device, o Options) error {
 	return d.Sync()
 }
 
+// makeImage builds the filesystem of p in memory.
+func makeImage(p *plan, zeroed bool) (*image, error) {
+	f, err := build(p, zeroed)
+	if err != nil {
+		return nil, err
+	}
+	return f.finish()
+}
+
 // Format makes a filesystem on the image file or block device at path. A
 // missing file is created when o.Size is set; an image file is grown to
 // o.Size if shorter and has its holes punched so that it reads back zeros,
 // which keeps the result sparse. It takes the same exclusive claim as
 // dev.Open: an advisory lock on files, O_EXCL on block devices.
-func Format(path string, o Options) error {
+func Format(path string, o Options) (err error) {
 	fi, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) && o.Size > 0 {
 		// Validate first so that bad options leave no file behind.
@@ -91,6 +100,11 @@ func Format(path string, o Options) error {
 			return cerr
 		}
 		f.Close()
+		defer func() {
+			if err != nil {
+				os.Remove(path)
+			}
+		}()
 		fi, err = os.Stat(path)
 	}
 	if err != nil {

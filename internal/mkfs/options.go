@@ -71,8 +71,11 @@ type Options struct {
 	Features string
 
 	// JournalBlocks and JournalMiB set the journal size (mke2fs -J size= is
-	// JournalMiB); both 0 picks mke2fs's default for the filesystem size.
-	// Setting either turns has_journal on. At most one may be set.
+	// JournalMiB): 1024 to 10240000 blocks, at most half the free space.
+	// Both 0 picks mke2fs's default for the filesystem size (1024 blocks
+	// below 32Ki blocks up to 262144 from 32Gi blocks). Setting either turns
+	// has_journal on; at most one may be set. As with mke2fs, a filesystem
+	// under 2048 blocks gets no journal (nor orphan file) even when asked.
 	JournalBlocks uint32
 	JournalMiB    int
 
@@ -98,10 +101,11 @@ type Options struct {
 	// 2Mi blocks, then 512).
 	OrphanFileBlocks uint32
 
-	// NoLazyInit writes zeros over the inode tables and the journal (mke2fs
-	// -E lazy_itable_init=0,lazy_journal_init=0 on a device that does not
-	// read back zeros). By default they are left alone where the device
-	// reads back zeros, and the kernel zeroes unused inode tables itself.
+	// NoLazyInit writes zeros over the whole inode tables and marks every
+	// group ITABLE_ZEROED on a device that does not read back zeros (mke2fs
+	// -E lazy_itable_init=0). By default only the part of the tables in use
+	// is zeroed there, and the kernel zeroes the rest when it mounts. On a
+	// device that reads back zeros nothing needs writing either way.
 	NoLazyInit bool
 
 	// AssumeZeroed promises that the device already reads back zeros (mke2fs

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ext4go/ext4go/internal/dev"
 	"github.com/ext4go/ext4go/internal/fserr"
 )
 
@@ -38,6 +39,7 @@ func TestBadOptions(t *testing.T) {
 		{"reserved", Options{ReservedPercent: pct(60)}, "ReservedPercent"},
 		{"label", Options{Label: "a label longer than 16"}, "Label"},
 		{"journal too small", Options{JournalBlocks: 100}, "JournalBlocks"},
+		{"journal too large", Options{JournalBlocks: 20_000_000, Size: 200 << 30}, "JournalBlocks"},
 		{"journal too big", Options{JournalMiB: 60}, "JournalBlocks"},
 		{"journal both", Options{JournalBlocks: 2048, JournalMiB: 8}, "JournalBlocks"},
 		{"journal and none", Options{JournalMiB: 8, NoJournal: true}, "NoJournal"},
@@ -145,5 +147,27 @@ func TestDeviceSize(t *testing.T) {
 	}
 	if err := Format(filepath.Join(dir, "missing"), variants[0].options(0, 0)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file without a size: %v", err)
+	}
+
+	// A failure while building (the orphan file does not fit) leaves no
+	// file behind either.
+	o = variants[0].options(64<<20, 0)
+	o.Features, o.OrphanFileBlocks = "orphan_file", 100000
+	r := filepath.Join(dir, "nofit")
+	if err := Format(r, o); err == nil || !strings.Contains(err.Error(), "orphan file") {
+		t.Errorf("oversized orphan file: %v", err)
+	}
+	if _, err := os.Stat(r); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("failed Format left %s behind", r)
+	}
+
+	// An image held open for writing is busy.
+	d, err := dev.Open(p, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := Format(p, variants[0].options(0, 0)); !errors.Is(err, dev.ErrBusy) {
+		t.Errorf("Format of an image in use: %v, want dev.ErrBusy", err)
 	}
 }

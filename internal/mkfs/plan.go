@@ -36,17 +36,15 @@ type plan struct {
 	firstIno   uint32
 	logFlex    uint8 // s_log_groups_per_flex
 	backupBGs  [2]uint32
-	journal    uint32 // journal blocks; 0 = no journal
-	orphan     uint32 // orphan file blocks; 0 = none
-	now        uint32 // creation time (Unix seconds, low 32 bits)
-	nowTime    time.Time
+	journal    uint32    // journal blocks; 0 = no journal
+	orphan     uint32    // orphan file blocks; 0 = none
+	nowTime    time.Time // creation time
 	uuid       [16]byte
 	hashSeed   [16]byte
 	label      string
 	rootUID    uint32
 	rootGID    uint32
 	zeroInit   bool // NoLazyInit: write zeros over inode tables and journal
-	assumeZero bool
 }
 
 func (p *plan) has(kind int, bit uint32) bool { return p.feat.has(kind, bit) }
@@ -85,8 +83,7 @@ const (
 // newPlan resolves o against a device of devSize bytes, like mke2fs's PRS
 // followed by ext2fs_initialize. It reads nothing and writes nothing.
 func newPlan(o Options, devSize int64) (*plan, error) {
-	p := &plan{firstIno: firstInode, zeroInit: o.NoLazyInit, assumeZero: o.AssumeZeroed}
-
+	p := &plan{firstIno: firstInode, zeroInit: o.NoLazyInit}
 	size := o.Size
 	if size == 0 {
 		size = devSize
@@ -94,9 +91,65 @@ func newPlan(o Options, devSize int64) (*plan, error) {
 	if size < 0 {
 		return nil, optErr("Size", "negative size %d", size)
 	}
-	// mke2fs counts the device in pages when it takes its size.
-	size &^= 4095
+	size &^= 4095 // mke2fs counts the device in pages when it takes its size
 
+	ut, err := p.pickFeatures(o, size)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.pickBlockSize(o, size, ut); err != nil {
+		return nil, err
+	}
+	if err := p.checkFeatures(); err != nil {
+		return nil, err
+	}
+	inodes, err := p.pickInodes(o, ut)
+	if err != nil {
+		return nil, err
+	}
+	pct := 5.0
+	if o.ReservedPercent != nil {
+		pct = *o.ReservedPercent
+		if pct < 0 || pct > 50 || math.IsNaN(pct) {
+			return nil, optErr("ReservedPercent", "invalid reserved blocks percent %v (0 to 50)", pct)
+		}
+	}
+	p.rBlocks = uint64(pct * float64(p.reqBlocks) / 100.0) // of the size asked for
+	if len(o.Label) > 16 {
+		return nil, optErr("Label", "label %q is longer than 16 bytes", o.Label)
+	}
+	p.label = o.Label
+	p.rootUID, p.rootGID = o.RootUID, o.RootGID
+
+	if err := p.initialize(inodes, o.ResizeMax); err != nil {
+		return nil, err
+	}
+	if err := p.pickJournal(o); err != nil {
+		return nil, err
+	}
+	if err := p.checkInodeCount(o); err != nil {
+		return nil, err
+	}
+
+	p.nowTime = o.CreationTime
+	if p.nowTime.IsZero() {
+		p.nowTime = time.Now()
+	}
+	p.uuid = o.UUID
+	if p.uuid == ([16]byte{}) {
+		p.uuid = randomUUID()
+	}
+	p.hashSeed = o.HashSeed
+	if p.hashSeed == ([16]byte{}) {
+		p.hashSeed = randomUUID()
+	}
+	return p, nil
+}
+
+// pickFeatures sets the feature set (base features, the filesystem type's,
+// then Features and the journal options) and returns the usage type that
+// mke2fs picks from the size (parse_fs_type).
+func (p *plan) pickFeatures(o Options, size int64) (usageType, error) {
 	fsType := o.FsType
 	if fsType == "" {
 		fsType = "ext4"
@@ -109,62 +162,56 @@ func newPlan(o Options, devSize int64) (*plan, error) {
 	case "ext4":
 		typeFeatures = ext4Features
 	default:
-		return nil, optErr("FsType", "unknown filesystem type %q (want ext2, ext3 or ext4)", fsType)
+		return usageType{}, optErr("FsType", "unknown filesystem type %q (want ext2, ext3 or ext4)", fsType)
 	}
-
-	// Block size given on the command line, or 1024 until the usage type
-	// is known (fs_blocks_count is in those units while the type is picked).
 	switch o.BlockSize {
 	case 0, 1024, 2048, 4096:
 	default:
-		return nil, optErr("BlockSize", "block size %d is not 1024, 2048 or 4096", o.BlockSize)
+		return usageType{}, optErr("BlockSize", "block size %d is not 1024, 2048 or 4096", o.BlockSize)
 	}
+	// The size is counted in blocks of the size given on the command line,
+	// or of 1 KiB, while the usage type is picked.
 	unit := int64(1024)
 	if o.BlockSize != 0 {
 		unit = int64(o.BlockSize)
 	}
-	unitBlocks := uint64(size / unit)
-	meg := uint64(1024 * 1024 / unit)
-	usage := "default"
+	n, meg := uint64(size/unit), uint64(1024*1024/unit)
+	usage := "huge"
 	switch {
-	case unitBlocks < 3*meg:
+	case n < 3*meg:
 		usage = "floppy"
-	case unitBlocks < 512*meg:
+	case n < 512*meg:
 		usage = "small"
-	case unitBlocks < 4*1024*1024*meg:
+	case n < 4*1024*1024*meg:
 		usage = "default"
-	case unitBlocks < 16*1024*1024*meg:
+	case n < 16*1024*1024*meg:
 		usage = "big"
-	default:
-		usage = "huge"
 	}
-	ut := usageTypes[usage]
 
-	// Features: base, then the type's, then -O.
 	if err := p.feat.edit(baseFeatures + "," + typeFeatures); err != nil {
-		return nil, err
+		return usageType{}, err
 	}
 	if err := p.feat.edit(o.Features); err != nil {
-		return nil, err
+		return usageType{}, err
 	}
-	if o.JournalBlocks != 0 && o.JournalMiB != 0 {
-		return nil, optErr("JournalBlocks", "give JournalBlocks or JournalMiB, not both")
-	}
-	if o.NoJournal && (o.JournalBlocks != 0 || o.JournalMiB != 0) {
-		return nil, optErr("NoJournal", "conflicts with a journal size")
-	}
-	if o.NoJournal {
+	switch {
+	case o.JournalBlocks != 0 && o.JournalMiB != 0:
+		return usageType{}, optErr("JournalBlocks", "give JournalBlocks or JournalMiB, not both")
+	case o.JournalMiB < 0:
+		return usageType{}, optErr("JournalMiB", "negative journal size")
+	case o.NoJournal && (o.JournalBlocks != 0 || o.JournalMiB != 0):
+		return usageType{}, optErr("NoJournal", "conflicts with a journal size")
+	case o.NoJournal:
 		p.feat[super.KindCompat] &^= super.CompatHasJournal
+	case o.JournalBlocks != 0 || o.JournalMiB != 0:
+		p.feat[super.KindCompat] |= super.CompatHasJournal // like -J
 	}
-	journalAsked := o.JournalBlocks != 0 || o.JournalMiB != 0
-	if journalAsked {
-		p.feat[super.KindCompat] |= super.CompatHasJournal
-	}
-	if o.JournalMiB < 0 {
-		return nil, optErr("JournalMiB", "negative journal size")
-	}
+	return usageTypes[usage], nil
+}
 
-	// Block size: explicit, else the usage type's, else 4096.
+// pickBlockSize sets the block size (explicit, else the usage type's, else
+// 4096) and the block count.
+func (p *plan) pickBlockSize(o Options, size int64, ut usageType) error {
 	bs := o.BlockSize
 	if bs == 0 {
 		bs = defaultBlockSize
@@ -174,45 +221,52 @@ func newPlan(o Options, devSize int64) (*plan, error) {
 	}
 	p.blockSize = uint32(bs)
 	p.logBlock = uint32(bits.TrailingZeros32(p.blockSize)) - super.MinBlockLogSize
-	fsBlocks := uint64(size) / uint64(bs)
-
-	if fsBlocks > maxU32 {
+	p.reqBlocks = uint64(size) / uint64(bs)
+	if p.reqBlocks == 0 {
+		return optErr("Size", "size %d bytes is smaller than one block", size)
+	}
+	if p.reqBlocks > maxU32 {
 		if !p.has(super.KindIncompat, super.Incompat64Bit) {
-			return nil, optErr("Size", "%d blocks of %d bytes do not fit in 32 bits without the 64bit feature", fsBlocks, bs)
+			return optErr("Size", "%d blocks of %d bytes do not fit in 32 bits without the 64bit feature", p.reqBlocks, bs)
 		}
 		p.feat[super.KindCompat] &^= super.CompatResizeInode
 	}
-	if fsBlocks == 0 {
-		return nil, optErr("Size", "size %d bytes is smaller than one block", size)
-	}
-	p.reqBlocks = fsBlocks
+	return nil
+}
 
-	// Feature consistency, in mke2fs's order.
+// checkFeatures refuses what mkfs cannot create and the combinations mke2fs
+// refuses, in mke2fs's order.
+func (p *plan) checkFeatures() error {
 	for _, name := range slices.Sorted(maps.Keys(features)) {
 		if ft := features[name]; ft.why != "" && p.feat.has(ft.kind, ft.bit) {
-			return nil, &fserr.UnsupportedError{Feature: "mkfs feature " + name, Detail: "mkfs does not create " + ft.why}
+			return &fserr.UnsupportedError{Feature: "mkfs feature " + name, Detail: "mkfs does not create " + ft.why}
 		}
 	}
 	if p.has(super.KindIncompat, super.Incompat64Bit) && !p.extents() {
-		return nil, optErr("Features", "64bit requires extent (mke2fs: Extents MUST be enabled for a 64-bit filesystem)")
+		return optErr("Features", "64bit requires extent (mke2fs: Extents MUST be enabled for a 64-bit filesystem)")
 	}
-	if p.csum() && p.has(super.KindROCompat, super.ROCompatGDTCsum) {
-		p.feat[super.KindROCompat] &^= super.ROCompatGDTCsum
+	if p.csum() {
+		p.feat[super.KindROCompat] &^= super.ROCompatGDTCsum // metadata_csum supersedes uninit_bg
 	}
 	if p.metaBG() && p.has(super.KindCompat, super.CompatResizeInode) {
-		return nil, optErr("Features", "resize_inode and meta_bg are not compatible; add ^resize_inode")
+		return optErr("Features", "resize_inode and meta_bg are not compatible; add ^resize_inode")
 	}
 	if p.has(super.KindCompat, super.CompatResizeInode) && !p.has(super.KindROCompat, super.ROCompatSparseSuper) {
-		return nil, optErr("Features", "reserved online resize blocks (resize_inode) need sparse_super")
+		return optErr("Features", "reserved online resize blocks (resize_inode) need sparse_super")
 	}
 	if p.has(super.KindIncompat, super.IncompatCsumSeed) && !p.csum() {
-		return nil, optErr("Features", "metadata_csum_seed requires metadata_csum")
+		return optErr("Features", "metadata_csum_seed requires metadata_csum")
 	}
 	if p.has(super.KindCompat, super.CompatOrphanFile) && !p.has(super.KindCompat, super.CompatHasJournal) {
-		return nil, optErr("Features", "cannot set orphan_file without a journal")
+		return optErr("Features", "cannot set orphan_file without a journal")
 	}
+	return nil
+}
 
-	// Inode ratio and size.
+// pickInodes sets the inode size and flex group size and returns the inode
+// count to ask ext2fs_initialize for.
+func (p *plan) pickInodes(o Options, ut usageType) (uint32, error) {
+	bs := int(p.blockSize)
 	ratio := o.BytesPerInode
 	if ratio == 0 {
 		ratio = defaultInodeRatio
@@ -221,27 +275,26 @@ func newPlan(o Options, devSize int64) (*plan, error) {
 		}
 		ratio = max(ratio, bs)
 	} else if ratio < 1024 || ratio > 65536*1024 {
-		return nil, optErr("BytesPerInode", "inode ratio %d out of range (min 1024, max %d)", ratio, 65536*1024)
+		return 0, optErr("BytesPerInode", "inode ratio %d out of range (min 1024, max %d)", ratio, 65536*1024)
 	}
 	isz := o.InodeSize
 	if isz == 0 {
 		isz = defaultInodeSize
 	} else if isz < super.GoodOldInodeSize || isz > bs || isz&(isz-1) != 0 {
-		return nil, optErr("InodeSize", "invalid inode size %d (a power of two, min %d, max %d)", isz, super.GoodOldInodeSize, bs)
+		return 0, optErr("InodeSize", "invalid inode size %d (a power of two, min %d, max %d)", isz, super.GoodOldInodeSize, bs)
 	}
 	p.inodeSize = uint32(isz)
 	if p.has(super.KindIncompat, super.IncompatInlineData) && isz == super.GoodOldInodeSize {
-		return nil, optErr("InodeSize", "%d byte inodes are too small for inline data", isz)
+		return 0, optErr("InodeSize", "%d byte inodes are too small for inline data", isz)
 	}
 
-	// Flex groups.
 	flex := o.FlexBGSize
 	if flex != 0 {
 		if flex < 1 || flex&(flex-1) != 0 || flex > 1<<31 {
-			return nil, optErr("FlexBGSize", "flex_bg size %d must be a power of 2", flex)
+			return 0, optErr("FlexBGSize", "flex_bg size %d must be a power of 2", flex)
 		}
 		if !p.has(super.KindIncompat, super.IncompatFlexBG) {
-			return nil, optErr("FlexBGSize", "flex_bg feature not enabled, so flex_bg size may not be specified")
+			return 0, optErr("FlexBGSize", "flex_bg feature not enabled, so flex_bg size may not be specified")
 		}
 	} else if p.has(super.KindIncompat, super.IncompatFlexBG) {
 		flex = defaultFlexSize
@@ -250,115 +303,86 @@ func newPlan(o Options, devSize int64) (*plan, error) {
 		p.logFlex = uint8(bits.TrailingZeros32(uint32(flex)))
 	}
 
-	// Inode count.
-	var inodes uint64
-	if o.InodeCount != 0 {
-		if o.InodeCount > maxU32 {
-			return nil, optErr("InodeCount", "too many inodes (%d), specify < 2^32 inodes", o.InodeCount)
-		}
-		inodes = o.InodeCount
-	} else {
-		inodes = fsBlocks * uint64(bs) / uint64(ratio)
+	inodes := o.InodeCount
+	if inodes > maxU32 {
+		return 0, optErr("InodeCount", "too many inodes (%d), specify < 2^32 inodes", inodes)
+	}
+	if inodes == 0 {
+		inodes = p.reqBlocks * uint64(bs) / uint64(ratio)
 		if inodes > maxU32 {
 			if !p.has(super.KindIncompat, super.Incompat64Bit) {
-				return nil, optErr("BytesPerInode", "too many inodes (%d), raise the inode ratio", inodes)
+				return 0, optErr("BytesPerInode", "too many inodes (%d), raise the inode ratio", inodes)
 			}
 			inodes = maxU32
 		}
 	}
-	if inodes*uint64(isz) >= fsBlocks*uint64(bs) {
-		return nil, optErr("InodeCount", "inode_size (%d) * inodes_count (%d) too big for a filesystem with %d blocks", isz, inodes, fsBlocks)
+	if inodes*uint64(isz) >= p.reqBlocks*uint64(bs) {
+		return 0, optErr("InodeCount", "inode_size (%d) * inodes_count (%d) too big for a filesystem with %d blocks", isz, inodes, p.reqBlocks)
 	}
+	return uint32(inodes), nil
+}
 
-	// Reserved blocks, from the size asked for.
-	pct := 5.0
-	if o.ReservedPercent != nil {
-		pct = *o.ReservedPercent
-		if pct < 0 || pct > 50 || math.IsNaN(pct) {
-			return nil, optErr("ReservedPercent", "invalid reserved blocks percent %v (0 to 50)", pct)
-		}
-	}
-	p.rBlocks = uint64(pct * float64(fsBlocks) / 100.0)
-
-	if len(o.Label) > 16 {
-		return nil, optErr("Label", "label %q is longer than 16 bytes", o.Label)
-	}
-	p.label = o.Label
-	p.rootUID, p.rootGID = o.RootUID, o.RootGID
-
-	if err := p.initialize(uint32(inodes), o.ResizeMax); err != nil {
-		return nil, err
-	}
-	if need := p.firstIno + 1; p.inodes < need || p.has(super.KindCompat, super.CompatOrphanFile) && p.inodes < need+1 {
-		opt := "Size"
-		switch {
-		case o.InodeCount != 0:
-			opt = "InodeCount"
-		case o.BytesPerInode != 0:
-			opt = "BytesPerInode"
-		}
-		what := "lost+found"
-		if p.has(super.KindCompat, super.CompatOrphanFile) {
-			what += " and the orphan file"
-		}
-		return nil, optErr(opt, "only %d inodes: not enough for the %d reserved inodes and %s", p.inodes, p.firstIno-1, what)
-	}
-
-	// Journal size (figure_journal_size).
+// pickJournal sizes the journal (figure_journal_size) and the orphan file.
+func (p *plan) pickJournal(o Options) error {
+	asked := o.JournalBlocks != 0 || o.JournalMiB != 0
 	if p.has(super.KindCompat, super.CompatHasJournal) {
 		def := defaultJournalBlocks(p.blocks)
+		var j uint64
 		switch {
 		case o.JournalBlocks != 0:
-			p.journal = o.JournalBlocks
+			j = uint64(o.JournalBlocks)
 		case o.JournalMiB != 0:
-			p.journal = uint32(uint64(o.JournalMiB) * 1024 / uint64(bs/1024))
+			j = uint64(o.JournalMiB) * 1024 / uint64(p.blockSize/1024) // jsize_to_blks
 		default:
-			if def < 0 {
-				// mke2fs: "Filesystem too small for a journal".
-				p.feat[super.KindCompat] &^= super.CompatHasJournal
-			} else {
-				p.journal = uint32(def)
-			}
+			j = uint64(max(def, 0))
 		}
-		if journalAsked {
-			if def < 0 {
-				return nil, optErr("JournalBlocks", "filesystem too small for a journal")
-			}
-			if p.journal < jbd2.MinJournalBlocks || p.journal > 10240000 {
-				return nil, optErr("JournalBlocks", "journal of %d blocks; it must be between 1024 and 10240000 blocks", p.journal)
+		p.journal = uint32(min(j, maxU32))
+		if def < 0 {
+			// Like mke2fs ("Filesystem too small for a journal"), even a
+			// requested journal is silently left out, and with it the
+			// orphan file, which mke2fs makes along with the journal.
+			p.journal = 0
+			p.feat[super.KindCompat] &^= super.CompatHasJournal | super.CompatOrphanFile
+		} else if asked {
+			if j < jbd2.MinJournalBlocks || j > 10240000 {
+				return optErr("JournalBlocks", "journal of %d blocks; it must be between 1024 and 10240000 blocks", j)
 			}
 			if uint64(p.journal) > p.freeBlocksEstimate()/2 {
-				return nil, optErr("JournalBlocks", "total journal size too big for filesystem")
+				return optErr("JournalBlocks", "total journal size too big for filesystem")
 			}
 		}
 	}
 	if p.has(super.KindCompat, super.CompatOrphanFile) {
-		if !p.has(super.KindCompat, super.CompatHasJournal) {
-			return nil, optErr("Features", "cannot set orphan_file without a journal")
-		}
 		p.orphan = o.OrphanFileBlocks
 		if p.orphan == 0 {
 			p.orphan = defaultOrphanBlocks(p.blocks)
 		}
 	} else if o.OrphanFileBlocks != 0 {
-		return nil, optErr("OrphanFileBlocks", "needs the orphan_file feature")
+		return optErr("OrphanFileBlocks", "needs the orphan_file feature")
 	}
+	return nil
+}
 
-	// Identity and time.
-	p.nowTime = o.CreationTime
-	if p.nowTime.IsZero() {
-		p.nowTime = time.Now()
+// checkInodeCount makes sure the inodes mke2fs creates exist: the reserved
+// ones, lost+found and the orphan file.
+func (p *plan) checkInodeCount(o Options) error {
+	need := p.firstIno + 1
+	what := "lost+found"
+	if p.orphan != 0 {
+		need++
+		what += " and the orphan file"
 	}
-	p.now = uint32(p.nowTime.Unix())
-	p.uuid = o.UUID
-	if p.uuid == ([16]byte{}) {
-		p.uuid = randomUUID()
+	if p.inodes >= need {
+		return nil
 	}
-	p.hashSeed = o.HashSeed
-	if p.hashSeed == ([16]byte{}) {
-		p.hashSeed = randomUUID()
+	opt := "Size"
+	switch {
+	case o.InodeCount != 0:
+		opt = "InodeCount"
+	case o.BytesPerInode != 0:
+		opt = "BytesPerInode"
 	}
-	return p, nil
+	return optErr(opt, "only %d inodes: not enough for the %d reserved inodes and %s", p.inodes, p.firstIno-1, what)
 }
 
 // initialize computes the group geometry as ext2fs_initialize does.
@@ -408,24 +432,6 @@ func (p *plan) initialize(inodesParam uint32, resizeMax uint64) error {
 			return optErr("Size", "filesystem too small: no block group fits")
 		}
 		p.descBlocks = uint32(ceilDiv(uint64(p.groups), uint64(p.descPerBlock())))
-		if p.has(super.KindCompat, super.CompatSparseSuper2) {
-			// mke2fs asks for groups 1 and ~0 (num_backup_sb=2); every
-			// pass of initialize clamps them to the groups there are.
-			b := &p.backupBGs
-			if b[0] >= p.groups {
-				b[0] = p.groups - 1
-			}
-			if b[1] >= p.groups {
-				b[1] = p.groups - 1
-			}
-			if b[1] == b[0] {
-				b[1] = 0
-			}
-			if b[0] > b[1] {
-				b[0], b[1] = b[1], b[0]
-			}
-		}
-
 		inodes := inodesParam
 		if inodes == 0 {
 			inodes = uint32(p.blocks / uint64(max(1, 4096/bs)))
@@ -468,6 +474,25 @@ func (p *plan) initialize(inodesParam uint32, resizeMax uint64) error {
 		overhead := 3 + p.itb + p.descBlocks + p.rsvGDT
 		if overhead > p.bpg {
 			return optErr("InodeCount", "too many inodes: group metadata (%d blocks) exceeds a group (%d blocks)", overhead, p.bpg)
+		}
+
+		if p.has(super.KindCompat, super.CompatSparseSuper2) {
+			// mke2fs asks for groups 1 and ~0 (num_backup_sb=2); each pass
+			// of initialize that gets this far clamps them to the groups
+			// there are, before sizing the last group.
+			b := &p.backupBGs
+			if b[0] >= p.groups {
+				b[0] = p.groups - 1
+			}
+			if b[1] >= p.groups {
+				b[1] = p.groups - 1
+			}
+			if b[1] == b[0] {
+				b[1] = 0
+			}
+			if b[0] > b[1] {
+				b[0], b[1] = b[1], b[0]
+			}
 		}
 
 		// Drop a last group too small for its own metadata.
