@@ -72,7 +72,16 @@ func (s *inodeShard) insert(n *node) {
 	wp := weak.Make(n)
 	s.m[n.ino] = wp
 	s.touch(n)
+	// The cleanup must not reach n, or n is never collected (see
+	// runtime.AddCleanup); the shard reaches it through recent and the FS,
+	// so it is held weakly here. A strong reference kept every node, and
+	// so every FS with all it caches, alive forever.
+	ws := weak.Make(s)
 	runtime.AddCleanup(n, func(ino uint32) {
+		s := ws.Value()
+		if s == nil {
+			return // the FS is gone
+		}
 		s.mu.Lock()
 		if cur, ok := s.m[ino]; ok && cur.Value() == nil {
 			delete(s.m, ino)

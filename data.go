@@ -201,6 +201,8 @@ func (f *FS) Extents(name string) ([]Extent, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.mu.RLock() // the tree's blocks must not change while it is walked
+	defer n.mu.RUnlock()
 	runs, err := f.mapping(n)
 	if err != nil {
 		return nil, err
@@ -216,6 +218,8 @@ func (f *FS) Extents(name string) ([]Extent, error) {
 // in order; everything else reads as zeros. Copying only these keeps holes.
 func (fl *File) DataRanges() ([]Range, error) {
 	n, f := fl.n, fl.fsys
+	n.mu.RLock() // the tree's blocks must not change while it is walked
+	defer n.mu.RUnlock()
 	size := n.size()
 	if n.hasInlineData() || (n.isSymlink() && f.isFastSymlink(n)) {
 		if size == 0 {

@@ -1,6 +1,7 @@
 package ext4go
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -44,6 +45,20 @@ func (f *FS) dirOf(n *node) (*dir.Dir, error) {
 	}
 	if nblocks > 1<<32-1 {
 		return nil, &CorruptError{What: "directory", Block: -1, Ino: n.ino, Detail: "too large"}
+	}
+	// The walkers visit every block below NBlocks, holes one by one, so a
+	// corrupt i_size or a far-off extent would make each listing and
+	// lookup step through billions of holes. Blocks past the last mapped
+	// one hold nothing: stop there. A directory that is mostly holes
+	// (the kernel never makes one; e2fsck reports holes) is refused.
+	var mapped, end uint64
+	for _, r := range runs {
+		mapped += r.length
+		end = r.logical + r.length
+	}
+	nblocks = min(nblocks, end)
+	if holes := nblocks - min(mapped, nblocks); holes > 1024 && holes > 8*mapped {
+		return nil, &CorruptError{What: "directory", Block: -1, Ino: n.ino, Detail: fmt.Sprintf("%d of its %d blocks are holes", holes, nblocks)}
 	}
 	read := func(lblk uint32) ([]byte, error) {
 		i := sort.Search(len(runs), func(i int) bool { return runs[i].logical+runs[i].length > uint64(lblk) })
@@ -99,6 +114,11 @@ func (f *FS) readDir(n *node) ([]fs.DirEntry, error) {
 	fileType := f.sb.HasIncompat(super.IncompatFiletype)
 	out := make([]fs.DirEntry, 0, len(ents))
 	for _, e := range ents {
+		// A name no path can hold; the VFS fails getdents on it with EIO
+		// (verify_dirent_name).
+		if len(e.Name) == 0 || bytes.IndexByte(e.Name, '/') >= 0 {
+			return nil, &CorruptError{What: "directory entry", Block: -1, Ino: n.ino, Detail: fmt.Sprintf("name %q is empty or holds a slash", e.Name)}
+		}
 		de := &dirEntry{fsys: f, name: string(e.Name), ino: e.Inode}
 		if t, ok := direntType(e.FileType); fileType && ok {
 			de.typ = t
@@ -187,8 +207,11 @@ func (f *FS) isFastSymlink(n *node) bool {
 	return n.in().IsFastSymlink(uint32(f.blockSize), f.sb.ClusterSize(), f.hugeFile, f.sb.HasIncompat(super.IncompatEAInode))
 }
 
-// readLink returns the target of symlink n.
+// readLink returns the target of symlink n. It holds n's lock shared, so
+// that the block of a slow symlink is not freed and reused meanwhile.
 func (f *FS) readLink(n *node) (string, error) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
 	size := n.size()
 	if size > maxSymlinkLen || size > f.blockSize && !n.hasInlineData() {
 		return "", &CorruptError{What: "symlink", Block: -1, Ino: n.ino, Detail: fmt.Sprintf("target length %d", size)}

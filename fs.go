@@ -7,6 +7,8 @@ import (
 	"path"
 	"strings"
 	"syscall"
+
+	"github.com/ext4go/ext4go/internal/inode"
 )
 
 // maxSymlinkHops bounds symlink expansion during a path walk (Linux: 40).
@@ -162,6 +164,9 @@ func (f *FS) resolve(op, name string, followLast bool) (*node, error) {
 			return fail(err)
 		}
 		next, err := f.inode(ino)
+		if err == nil {
+			err = next.checkNamed()
+		}
 		if err != nil {
 			return fail(err)
 		}
@@ -207,4 +212,14 @@ func validPath(name string) bool {
 		}
 		name = name[i+1:]
 	}
+}
+
+// checkNamed refuses an inode that no directory entry may name, as the
+// kernel does when a lookup finds one (check_igot_inode): an EA inode holds
+// an extended attribute value, not a file.
+func (n *node) checkNamed() error {
+	if n.in().HasFlag(inode.FlagEAInode) {
+		return &CorruptError{What: "directory entry", Block: -1, Ino: n.ino, Detail: "names an EA inode (an xattr value)"}
+	}
+	return nil
 }

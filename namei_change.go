@@ -2,8 +2,8 @@ package ext4go
 
 import (
 	"errors"
-	"math"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"syscall"
@@ -291,10 +291,12 @@ func (f *FS) clampTime(t time.Time) time.Time {
 	if f.inodeSize > inode.GoodOldSize {
 		hi = 1<<34 - 1 + math.MinInt32
 	}
+	// Unlike the kernel (which also zeroes the nanoseconds at the limits),
+	// a representable time is kept exactly: copies must keep their source's.
 	switch s := t.Unix(); {
-	case s <= lo:
+	case s < lo:
 		return time.Unix(lo, 0)
-	case s >= hi:
+	case s > hi:
 		return time.Unix(hi, 0)
 	}
 	return t

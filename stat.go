@@ -99,6 +99,9 @@ func (d *dirEntry) IsDir() bool       { return d.typ.IsDir() }
 func (d *dirEntry) Type() fs.FileMode { return d.typ }
 func (d *dirEntry) Info() (fs.FileInfo, error) {
 	n, err := d.fsys.inode(d.ino)
+	if err == nil {
+		err = n.checkNamed()
+	}
 	if err != nil {
 		return nil, err
 	}
