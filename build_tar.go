@@ -75,7 +75,9 @@ func (f *FS) AddTar(dst string, r io.Reader, o *BuildOptions) error {
 	for n := range dirTimes {
 		names = append(names, n)
 	}
-	sort.Slice(names, func(i, j int) bool { return len(names[i]) > len(names[j]) || (len(names[i]) == len(names[j]) && names[i] < names[j]) })
+	sort.Slice(names, func(i, j int) bool {
+		return len(names[i]) > len(names[j]) || (len(names[i]) == len(names[j]) && names[i] < names[j])
+	})
 	for _, n := range names {
 		t := dirTimes[n]
 		if err := f.setBuildTimes(t.n, t.atime, t.mtime, b.o.Time); err != nil {

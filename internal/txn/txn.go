@@ -23,6 +23,7 @@
 //   - a Transaction's dirtyMu protects its dirty set;
 //   - a cache shard's mu protects its map;
 //   - a Buffer's mu protects its data and state.
+//
 // A handle must not wait for anything that may wait for a commit (for
 // example an inode lock) while it is open: take such locks before Begin.
 package txn
