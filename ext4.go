@@ -218,15 +218,20 @@ func (f *FS) loadGroups() error {
 			blk = b
 		}
 		raw := buf[off : off+descSize]
-		var gd *super.GroupDesc
-		var err error
-		if f.opts.IgnoreChecksums {
-			gd, err = super.DecodeGroupDescNoVerify(sb, raw)
-		} else {
-			gd, err = super.DecodeGroupDesc(sb, raw, g)
+		gd, err := super.DecodeGroupDescNoVerify(sb, raw)
+		if err == nil && !f.opts.IgnoreChecksums {
+			err = super.VerifyGroupDesc(sb, raw, g)
 		}
 		if err == nil {
 			err = super.CheckGroupDesc(sb, gd, g)
+			if err != nil && !f.opts.Writable && super.CheckGroupDescCounts(sb, gd, g) != nil {
+				// Wrong free counts do not stop reading (the kernel mounts
+				// such images read-only); a layout error still does.
+				layout := &super.GroupDesc{BlockBitmap: gd.BlockBitmap, InodeBitmap: gd.InodeBitmap, InodeTable: gd.InodeTable}
+				if super.CheckGroupDesc(sb, layout, g) == nil {
+					err = nil
+				}
+			}
 		}
 		if err != nil {
 			return fserr.At(err, int64(b), 0)

@@ -226,6 +226,14 @@ func CheckGroupDesc(sb *Superblock, g *GroupDesc, group uint32) error {
 	if err := check("inode table", g.InodeTable, uint64(max(sb.InodeTableBlocks(), 1))); err != nil {
 		return err
 	}
+	return CheckGroupDescCounts(sb, g, group)
+}
+
+// CheckGroupDescCounts checks that a descriptor's counts fit its group.
+// The kernel only enforces them where it relies on them (writing), so a
+// reader may skip this part of CheckGroupDesc.
+func CheckGroupDescCounts(sb *Superblock, g *GroupDesc, group uint32) error {
+	what := fmt.Sprintf("group descriptor %d", group)
 	switch ipg := sb.InodesPerGroup; {
 	case g.FreeBlocksCount > sb.ClustersPerGroup:
 		return fserr.Corrupt(what, "%d free clusters, group has %d", g.FreeBlocksCount, sb.ClustersPerGroup)
