@@ -43,11 +43,13 @@ report() { # image
 for src in /usr/local/go "$gen"; do
   kb=$(du -sk --apparent-size "$src" | cut -f1)
   size=$(( kb * 2 + 262144 ))K
-  echo "== source $src ($(find "$src" | wc -l) entries, $((kb/1024)) MiB), image size $size"
+  entries=$(find "$src" | wc -l)
+  inodes=$(( entries * 6 / 5 + 1024 ))
+  echo "== source $src ($entries entries, $((kb/1024)) MiB), image size $size, $inodes inodes"
   rm -f "$work/a.img" "$work/b.img"
   truncate -s "$size" "$work/b.img"
-  m=$(measure mke2fs mke2fs -q -F -t ext4 -d "$src" "$work/b.img")
-  o=$(measure ext4go "$work/ext4go" mkfs -q -size "$size" -d "$src" "$work/a.img")
+  m=$(measure mke2fs mke2fs -q -F -t ext4 -N "$inodes" -d "$src" "$work/b.img")
+  o=$(measure ext4go "$work/ext4go" mkfs -q -size "$size" -N "$inodes" -d "$src" "$work/a.img")
   echo "mke2fs -d: $(echo "$m" | awk '{printf "%.2f s, %.0f MiB peak RSS", $2, $3/1024}')"
   report "$work/b.img"
   echo "ext4go mkfs -d: $(echo "$o" | awk '{printf "%.2f s, %.0f MiB peak RSS", $2, $3/1024}')"
