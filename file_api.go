@@ -96,7 +96,8 @@ func (f *File) Truncate(size int64) error {
 	n := f.n
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if err := f.fsys.truncate(n, size); err != nil {
+	// Removing part of an extent may split it and need a tree block.
+	if err := f.fsys.retryAlloc(func() error { return f.fsys.truncate(n, size) }); err != nil {
 		return &fs.PathError{Op: "truncate", Path: f.name, Err: err}
 	}
 	return nil

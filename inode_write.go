@@ -160,6 +160,10 @@ func (f *FS) hasBlockMap(n *node, in *inode.Inode) bool {
 // it with the last (kernel: ext4_xattr_release_block).
 func (f *FS) releaseXattrBlock(h handle, blk uint64) error {
 	free := false
+	// Under the cache's lock, so that no other inode takes a reference
+	// between our decision to free the block and its leaving the cache.
+	c := &f.xattrCache
+	c.mu.Lock()
 	err := h.Modify(blk, func(b []byte) error {
 		if f.csum && !f.opts.IgnoreChecksums {
 			if err := xattr.VerifyBlockChecksum(b, blk, f.seed); err != nil {
@@ -180,11 +184,14 @@ func (f *FS) releaseXattrBlock(h handle, blk uint64) error {
 		}
 		return nil
 	})
+	if err == nil && free {
+		c.removeLocked(blk)
+	}
+	c.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	if free {
-		f.xattrCache.remove(blk)
 		h.Forget(blk)
 		return f.w.balloc.Free(h, blk, 1, mballoc.FreeMetadata)
 	}
@@ -233,43 +240,93 @@ func (f *FS) addOrphan(h handle, n *node) error {
 
 // removeOrphan takes n off the orphan list (kernel: ext4_orphan_del).
 // n.mu must be held.
+//
+// Unlinking n from the middle of the list rewrites its predecessor's
+// i_dtime, so the predecessor's inode is changed under its lock too: the
+// predecessor's owner may be changing that inode (writing to the open
+// file), and two unlocked copy-and-replace updates would lose one of them.
+// Locks are taken in the usual order: inodes (n, then its predecessor,
+// which is never waiting for n: list predecessors only wait for their own
+// predecessors), then the handle, then orphanMu; the predecessor is
+// checked again once everything is held.
 func (f *FS) removeOrphan(n *node) error {
 	w := f.w
-	w.orphanMu.Lock()
-	defer w.orphanMu.Unlock()
+	for {
+		w.orphanMu.Lock()
+		prev, err := f.orphanPrev(n)
+		w.orphanMu.Unlock()
+		if err != nil {
+			return err
+		}
+		if prev != nil {
+			prev.mu.Lock()
+		}
+		done, err := f.removeOrphanLocked(n, prev)
+		if prev != nil {
+			prev.mu.Unlock()
+		}
+		if done || err != nil {
+			return err
+		}
+	}
+}
+
+// orphanPrev returns the orphan before n on the list (nil if n is the
+// head); w.orphanMu must be held.
+func (f *FS) orphanPrev(n *node) (*node, error) {
+	for i, o := range f.orphans {
+		if o == n {
+			if i == 0 {
+				return nil, nil
+			}
+			return f.orphans[i-1], nil
+		}
+	}
+	return nil, fmt.Errorf("inode %d not on the orphan list", n.ino)
+}
+
+// removeOrphanLocked is removeOrphan with the locks of n and of prev (its
+// predecessor when the caller looked) held. It reports false if prev is
+// no longer n's predecessor.
+func (f *FS) removeOrphanLocked(n, prev *node) (bool, error) {
+	w := f.w
+	// The handle before orphanMu, as in addOrphan (which runs inside a
+	// handle): waiting in begin for a commit while holding orphanMu
+	// deadlocks with a handle waiting for orphanMu, which the commit
+	// waits for.
 	h, err := f.begin()
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer h.End()
-	i := 0
-	for i < len(f.orphans) && f.orphans[i] != n {
-		i++
-	}
-	if i == len(f.orphans) {
-		return fmt.Errorf("inode %d not on the orphan list", n.ino)
+	w.orphanMu.Lock()
+	defer w.orphanMu.Unlock()
+	if cur, err := f.orphanPrev(n); err != nil || cur != prev {
+		return false, err
 	}
 	next := n.in().Dtime
-	if i == 0 {
+	if prev == nil {
 		w.sbMu.Lock()
 		f.sb.LastOrphan = next
 		w.sbMu.Unlock()
 		if err := f.writeSuper(h); err != nil {
-			return err
+			return false, err
 		}
 	} else {
-		// The predecessor's lock is not held: only the orphan list (under
-		// orphanMu) uses the dtime of a linkless inode.
-		prev := f.orphans[i-1]
 		in := editInode(prev)
 		in.Dtime = next
 		if err := f.setInode(h, prev, in); err != nil {
-			return err
+			return false, err
 		}
 	}
-	f.orphans = append(f.orphans[:i], f.orphans[i+1:]...)
+	for i, o := range f.orphans {
+		if o == n {
+			f.orphans = append(f.orphans[:i], f.orphans[i+1:]...)
+			break
+		}
+	}
 	n.orphan = false
-	return nil
+	return true, nil
 }
 
 // releaseOrphans frees every inode still on the orphan list (files

@@ -529,6 +529,14 @@ func (f *FS) setInode(h handle, n *node, in *inode.Inode) error {
 	if err != nil {
 		return err
 	}
+	if f.inodeSize <= inode.GoodOldSize {
+		// No extra time fields: keep in memory what the inode stores
+		// (whole seconds), so a stat does not change across a reopen
+		// (Linux: s_time_gran of one second, timestamp_truncate).
+		for _, ts := range []*inode.Timestamp{&in.Atime, &in.Ctime, &in.Mtime, &in.Crtime} {
+			ts.Nsec = 0
+		}
+	}
 	raw := make([]byte, f.inodeSize)
 	if f.csum {
 		err = in.EncodeChecksum(raw, f.seed, n.ino)

@@ -87,7 +87,13 @@ func (f *FS) eaInodeValue(owner *node, e xattr.Entry) ([]byte, error) {
 
 // visibleXattrs returns n's attributes as the VFS shows them: POSIX ACLs
 // in their xattr form, system.data (inline data) hidden.
+//
+// It holds n's lock shared, as data reads do: without it a concurrent
+// change could release the xattr block, and a commit let it be reused,
+// while it is being read.
 func (f *FS) visibleXattrs(n *node) (map[string][]byte, error) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
 	es, err := f.xattrEntries(n)
 	if err != nil {
 		return nil, err

@@ -27,14 +27,25 @@ const xattrRefcountMax = 1024
 
 // xattrBlockCache finds xattr blocks with a given content hash so that
 // inodes with identical attributes share one block (kernel: mbcache).
+//
+// mu also serialises the decisions about a cached block's references:
+// taking one (shareXattrBlock), dropping the last one (releaseXattrBlock)
+// and rewriting a block in place. Each reads and changes the block's
+// refcount under mu (and the buffer lock, taken inside mu), so a block is
+// never shared while it is being freed or rewritten (kernel: the buffer
+// lock with mb_cache_entry_delete_or_get).
 type xattrBlockCache struct {
-	mu     sync.Mutex // protects byHash
+	mu     sync.Mutex // protects byHash; see above
 	byHash map[uint32][]uint64
 }
 
 func (c *xattrBlockCache) add(hash uint32, blk uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.addLocked(hash, blk)
+}
+
+func (c *xattrBlockCache) addLocked(hash uint32, blk uint64) {
 	if c.byHash == nil {
 		c.byHash = map[uint32][]uint64{}
 	}
@@ -47,9 +58,23 @@ func (c *xattrBlockCache) candidates(hash uint32) []uint64 {
 	return append([]uint64(nil), c.byHash[hash]...)
 }
 
+// hasLocked reports whether blk is still cached under hash; c.mu held.
+func (c *xattrBlockCache) hasLocked(hash uint32, blk uint64) bool {
+	for _, b := range c.byHash[hash] {
+		if b == blk {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *xattrBlockCache) remove(blk uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.removeLocked(blk)
+}
+
+func (c *xattrBlockCache) removeLocked(blk uint64) {
 	for h, bs := range c.byHash {
 		for i, b := range bs {
 			if b == blk {
@@ -202,20 +227,34 @@ func (f *FS) replaceXattrBlock(h handle, n *node, in *inode.Inode, oldBlk uint64
 			return err
 		}
 		if newBlk == 0 && oldBlk != 0 && oldRef <= 1 {
-			// Sole owner: rewrite in place.
-			f.xattrCache.remove(oldBlk)
+			// Sole owner: rewrite in place, unless another inode took a
+			// reference since oldRef was read (then fall through to a
+			// new block and drop ours).
+			c := &f.xattrCache
+			c.mu.Lock()
+			inPlace := false
 			err := h.Modify(oldBlk, func(b []byte) error {
+				if binary.LittleEndian.Uint32(b[4:]) > 1 {
+					return nil
+				}
 				copy(b, content)
 				if f.csum {
 					xattr.SetBlockChecksum(b, oldBlk, f.seed)
 				}
+				inPlace = true
 				return nil
 			})
+			if inPlace {
+				c.removeLocked(oldBlk)
+				c.addLocked(hash, oldBlk)
+			}
+			c.mu.Unlock()
 			if err != nil {
 				return err
 			}
-			f.xattrCache.add(hash, oldBlk)
-			return nil
+			if inPlace {
+				return nil
+			}
 		}
 		if newBlk == 0 {
 			group, _, _ := f.sb.GroupOfInode(n.ino)
@@ -260,8 +299,14 @@ func (f *FS) replaceXattrBlock(h handle, n *node, in *inode.Inode, oldBlk uint64
 // header's refcount and checksum) and takes a reference to it. It returns
 // 0 if there is none with room for another reference.
 func (f *FS) shareXattrBlock(h handle, hash uint32, content []byte) (uint64, error) {
-	for _, blk := range f.xattrCache.candidates(hash) {
+	c := &f.xattrCache
+	for _, blk := range c.candidates(hash) {
 		shared := false
+		c.mu.Lock()
+		if !c.hasLocked(hash, blk) {
+			c.mu.Unlock() // released (or rewritten) since the lookup
+			continue
+		}
 		err := h.Modify(blk, func(b []byte) error {
 			// Compare everything but h_refcount (4..8) and h_checksum (16..20).
 			if !bytes.Equal(b[:4], content[:4]) || !bytes.Equal(b[8:16], content[8:16]) || !bytes.Equal(b[20:], content[20:]) {
@@ -278,6 +323,7 @@ func (f *FS) shareXattrBlock(h handle, hash uint32, content []byte) (uint64, err
 			shared = true
 			return nil
 		})
+		c.mu.Unlock()
 		if err != nil {
 			return 0, err
 		}

@@ -98,9 +98,19 @@ func (d *File) WriteAt(p []byte, off int64) (int, error) {
 	return d.f.WriteAt(p, off)
 }
 
-func (d *File) Size() int64  { return d.size }
-func (d *File) Sync() error  { return d.f.Sync() }
-func (d *File) Close() error { return d.f.Close() }
+func (d *File) Size() int64 { return d.size }
+func (d *File) Sync() error { return d.f.Sync() }
+
+// Close releases the image. The flock is dropped explicitly first: a child
+// process forked meanwhile (by any goroutine of the program) shares the
+// open file description until it execs, and close(2) alone would leave the
+// lock held through that copy, making an immediate reopen fail with ErrBusy.
+func (d *File) Close() error {
+	if !d.block {
+		unix.Flock(int(d.f.Fd()), unix.LOCK_UN)
+	}
+	return d.f.Close()
+}
 
 // Name returns the path the device was opened with.
 func (d *File) Name() string { return d.f.Name() }
