@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "ls", usage: "[-l] [-R] [-a] IMAGE [PATH]", summary: "list a directory (or show a file) in the image", run: runLs})
+	register(&command{name: "ls", usage: "[-lRa] [--force] IMAGE [PATH]", summary: "list a directory (or show a file) in the image", run: runLs})
 	register(&command{name: "cat", usage: "IMAGE PATH...", summary: "write files of the image to standard output", run: runCat})
 	register(&command{name: "stat", usage: "IMAGE PATH...", summary: "show the inode of a path (without following a final symlink)", run: runStat})
 }
@@ -37,26 +37,27 @@ func imagePath(p string) string {
 }
 
 func runLs(e *env, args []string) error {
-	c := commands["ls"]
-	fl := newFlags(c, e)
-	long := fl.Bool("l", false, "long listing: mode, links, owner, size, time")
-	recursive := fl.Bool("R", false, "list subdirectories recursively")
-	force := fl.Bool("force", false, "read even if checksums do not match")
-	fl.Bool("a", false, "accepted for compatibility; . and .. are never listed")
-	if err := fl.Parse(args); err != nil {
+	o, err := parseOpts([]optDef{
+		{short: 'l', help: "long listing: mode, links, owner, size, time"},
+		{short: 'R', long: "recursive", help: "list subdirectories recursively"},
+		{short: 'a', long: "all", help: "accepted for compatibility; . and .. are never listed"},
+		{long: "force", help: "read even if checksums do not match"},
+	}, args)
+	if err != nil {
 		return err
 	}
-	if fl.NArg() < 1 || fl.NArg() > 2 {
+	long, recursive, force := ptr(o.has("l")), ptr(o.has("R")), ptr(o.has("force"))
+	if len(o.args) < 1 || len(o.args) > 2 {
 		return usagef("want IMAGE and at most one PATH")
 	}
-	fsys, err := openImage(fl.Arg(0), *force)
+	fsys, err := openImage(o.args[0], *force)
 	if err != nil {
 		return err
 	}
 	defer fsys.Close()
 	name := "."
-	if fl.NArg() == 2 {
-		name = imagePath(fl.Arg(1))
+	if len(o.args) == 2 {
+		name = imagePath(o.args[1])
 	}
 	fi, err := fsys.Lstat(name)
 	if err != nil {
@@ -335,3 +336,5 @@ func xattrValueString(v []byte) string {
 }
 
 var _ = os.Stdout
+
+func ptr[T any](v T) *T { return &v }
