@@ -99,13 +99,17 @@ func (s *inodeShard) touch(n *node) {
 	s.next = (s.next + 1) % inodeRecent
 }
 
-// forget drops ino (after the inode was freed).
-func (c *inodeCache) forget(ino uint32) {
-	s := c.shard(ino)
+// forget drops node old of a freed inode. Only old itself goes: once the
+// inode is free its number may already belong to a new node, which must
+// stay the only one of its inode.
+func (c *inodeCache) forget(old *node) {
+	s := c.shard(old.ino)
 	s.mu.Lock()
-	delete(s.m, ino)
+	if wp, ok := s.m[old.ino]; ok && wp.Value() == old {
+		delete(s.m, old.ino)
+	}
 	for i, n := range s.recent {
-		if n != nil && n.ino == ino {
+		if n == old {
 			s.recent[i] = nil
 		}
 	}

@@ -401,7 +401,7 @@ func sha(t *testing.T, path string) [32]byte {
 	return sha256.Sum256(b)
 }
 
-// requireUntouched opens image writable with opts, which must fail with
+// requireRefused opens image writable with opts, which must fail with
 // want, and checks that the image did not change by a single byte.
 func requireRefused(t *testing.T, image string, opts ext4go.Options, want error) {
 	t.Helper()
@@ -430,27 +430,25 @@ func TestRefuseJournalRecovery(t *testing.T) {
 		// read-write: needs_recovery set, committed transactions in
 		// the journal, as after a crash.
 		crashed := filepath.Join(t.TempDir(), "crashed")
-		func() {
-			t.Run("kernel", func(t *testing.T) {
-				mp := testutil.Mount(t, image, false)
-				for i := 0; i < 20; i++ {
-					if err := os.WriteFile(filepath.Join(mp, fmt.Sprintf("f%d", i)), pattern(int64(i), 0, 5000), 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if err := os.Mkdir(filepath.Join(mp, "dir"), 0o755); err != nil {
+		t.Run("kernel", func(t *testing.T) {
+			mp := testutil.Mount(t, image, false)
+			for i := 0; i < 20; i++ {
+				if err := os.WriteFile(filepath.Join(mp, fmt.Sprintf("f%d", i)), pattern(int64(i), 0, 5000), 0o644); err != nil {
 					t.Fatal(err)
 				}
-				syscall.Sync()
-				b, err := os.ReadFile(image)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(crashed, b, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			})
-		}()
+			}
+			if err := os.Mkdir(filepath.Join(mp, "dir"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			syscall.Sync()
+			b, err := os.ReadFile(image)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(crashed, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		})
 		if t.Failed() {
 			return
 		}
@@ -480,8 +478,6 @@ func TestRefuseUnknownROCompat(t *testing.T) {
 	image := filepath.Join(t.TempDir(), "img")
 	testutil.Mke2fs(t, image, 16<<20, "-t", "ext4", "-b", "4096")
 	// Mark bit 30 of s_feature_ro_compat, which no ext4 version defines.
-	out := testutil.Debugfs(t, image, "stats")
-	_ = out
 	testutil.DebugfsWrite(t, image, "ssv feature_ro_compat 0x40000000")
 	ro, err := ext4go.Open(image, nil)
 	if err != nil {

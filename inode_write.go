@@ -137,10 +137,13 @@ func (f *FS) freeInodeIn(h handle, n *node) error {
 	if err := f.setInode(h, n, in); err != nil {
 		return err
 	}
+	// Out of the cache before the number is free for reuse: a new inode
+	// with this number gets a node of its own, which forget must not drop
+	// (two nodes of one inode would lose each other's changes).
+	f.cache.forget(n)
 	if err := f.w.ialloc.Free(h, n.ino, in.IsDir()); err != nil {
 		return err
 	}
-	f.cache.forget(n.ino)
 	return nil
 }
 
