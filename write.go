@@ -313,22 +313,35 @@ func (s blockStore) GroupFree(g uint32) (uint32, error) {
 
 func (s blockStore) ReadBlockBitmap(g uint32) ([]byte, error) {
 	f := s.f
+	return f.readBitmap(g, "block bitmap", super.BGBlockUninit,
+		func(gd *super.GroupDesc) uint64 { return gd.BlockBitmap },
+		func(b []byte) { f.initBlockBitmap(g, b) },
+		func(gd *super.GroupDesc, b []byte) error { return super.VerifyBlockBitmap(f.sb, gd, g, b) })
+}
+
+// readBitmap reads group g's block or inode bitmap (what names it, uninit
+// its BG_*_UNINIT flag, where finds its block): a group not yet
+// initialised gets the bitmap init would write, others are read and their
+// checksum verified.
+func (f *FS) readBitmap(g uint32, what string, uninitFlag uint16, where func(*super.GroupDesc) uint64,
+	initBitmap func([]byte), verify func(*super.GroupDesc, []byte) error) ([]byte, error) {
 	f.w.gdMu[g].Lock()
 	gd := f.groups[g]
-	uninit := gd.Flags&super.BGBlockUninit != 0 && f.sb.HasGroupDescCsum()
+	uninit := gd.Flags&uninitFlag != 0 && f.sb.HasGroupDescCsum()
+	blk := where(gd)
 	f.w.gdMu[g].Unlock()
 	if uninit {
 		b := make([]byte, f.blockSize)
-		f.initBlockBitmap(g, b)
+		initBitmap(b)
 		return b, nil
 	}
-	b, err := f.readBlock(gd.BlockBitmap, "block bitmap")
+	b, err := f.readBlock(blk, what)
 	if err != nil {
 		return nil, err
 	}
 	if f.csum && !f.opts.IgnoreChecksums {
-		if err := super.VerifyBlockBitmap(f.sb, gd, g, b); err != nil {
-			return nil, fserr.At(err, int64(gd.BlockBitmap), 0)
+		if err := verify(gd, b); err != nil {
+			return nil, fserr.At(err, int64(blk), 0)
 		}
 	}
 	return b, nil
@@ -424,25 +437,10 @@ func (s inodeStore) GroupCounts(g uint32) (uint32, uint32, error) {
 
 func (s inodeStore) ReadInodeBitmap(g uint32) ([]byte, error) {
 	f := s.f
-	f.w.gdMu[g].Lock()
-	gd := f.groups[g]
-	uninit := gd.Flags&super.BGInodeUninit != 0 && f.sb.HasGroupDescCsum()
-	f.w.gdMu[g].Unlock()
-	if uninit {
-		b := make([]byte, f.blockSize)
-		f.initInodeBitmap(b)
-		return b, nil
-	}
-	b, err := f.readBlock(gd.InodeBitmap, "inode bitmap")
-	if err != nil {
-		return nil, err
-	}
-	if f.csum && !f.opts.IgnoreChecksums {
-		if err := super.VerifyInodeBitmap(f.sb, gd, g, b); err != nil {
-			return nil, fserr.At(err, int64(gd.InodeBitmap), 0)
-		}
-	}
-	return b, nil
+	return f.readBitmap(g, "inode bitmap", super.BGInodeUninit,
+		func(gd *super.GroupDesc) uint64 { return gd.InodeBitmap },
+		f.initInodeBitmap,
+		func(gd *super.GroupDesc, b []byte) error { return super.VerifyInodeBitmap(f.sb, gd, g, b) })
 }
 
 // initInodeBitmap fills b as an INODE_UNINIT group's bitmap: no inode in
