@@ -16,7 +16,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ext4go/ext4go/internal/extent"
 	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/mballoc"
 	"github.com/ext4go/ext4go/internal/mkfs"
@@ -437,16 +436,8 @@ func (f *FS) reserveChunk(n *node, size int64, lblk, end uint64) (uint64, error)
 	ed := f.editor(n, in, s)
 	req := mballoc.Request{Inode: n.ino, Logical: lblk, Len: uint32(min(end-lblk, maxAllocChunk)),
 		Flags: mballoc.FlagData, FileSize: uint64(size)}
-	f.setNeighbours(ed, &req)
-	ext, err := f.allocData(h, req)
+	ext, err := f.mapNew(h, in, s, ed, req, false, nil)
 	if err != nil {
-		return 0, err
-	}
-	if err := ed.Insert(extent.Extent{Logical: uint32(lblk), Len: ext.Len, Start: ext.Start}); err != nil {
-		f.w.balloc.Free(h, ext.Start, uint64(ext.Len), 0)
-		return 0, err
-	}
-	if err := f.addBlocks(in, s.delta+int64(ext.Len)); err != nil {
 		return 0, err
 	}
 	return uint64(ext.Len), f.setInode(h, n, in)

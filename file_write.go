@@ -221,27 +221,41 @@ func (f *FS) writeChunk(n *node, p []byte, pos int64, openForWrite bool) (int, e
 		Inode: n.ino, Logical: lblk, Len: uint32(want), Flags: mballoc.FlagData,
 		FileSize: in.Size, OpenForWrite: openForWrite,
 	}
-	f.setNeighbours(ed, &req)
-	ext, err := f.allocData(h, req)
+	var m int64
+	_, err = f.mapNew(h, in, s, ed, req, false, func(ext mballoc.Extent) error {
+		m = min(int64(len(p)), int64(lblk+uint64(ext.Len))*bs-pos)
+		return f.writeData(ext.Start, lblk, p[:m], pos, true)
+	})
 	if err != nil {
-		return 0, err
-	}
-	m := min(int64(len(p)), int64(lblk+uint64(ext.Len))*bs-pos)
-	if err := f.writeData(ext.Start, lblk, p[:m], pos, true); err != nil {
-		f.w.balloc.Free(h, ext.Start, uint64(ext.Len), 0)
-		return 0, err
-	}
-	if err := ed.Insert(extent.Extent{Logical: uint32(lblk), Len: ext.Len, Start: ext.Start}); err != nil {
-		f.w.balloc.Free(h, ext.Start, uint64(ext.Len), 0)
-		return 0, err
-	}
-	if err := f.addBlocks(in, s.delta+int64(ext.Len)); err != nil {
 		return 0, err
 	}
 	if uint64(pos+m) > in.Size {
 		in.Size = uint64(pos + m)
 	}
 	return int(m), f.setInode(h, n, in)
+}
+
+// mapNew allocates data blocks for req (a hole at req.Logical), lets fill
+// write them (before they are mapped: data=ordered), maps them as one
+// written or unwritten extent and counts them in in's i_blocks. On failure
+// the blocks are given back.
+func (f *FS) mapNew(h handle, in *inode.Inode, s *extStore, ed *extent.Editor, req mballoc.Request, unwritten bool, fill func(mballoc.Extent) error) (mballoc.Extent, error) {
+	f.setNeighbours(ed, &req)
+	ext, err := f.allocData(h, req)
+	if err != nil {
+		return ext, err
+	}
+	if fill != nil {
+		err = fill(ext)
+	}
+	if err == nil {
+		err = ed.Insert(extent.Extent{Logical: uint32(req.Logical), Len: ext.Len, Start: ext.Start, Unwritten: unwritten})
+	}
+	if err != nil {
+		f.w.balloc.Free(h, ext.Start, uint64(ext.Len), 0)
+		return ext, err
+	}
+	return ext, f.addBlocks(in, s.delta+int64(ext.Len))
 }
 
 // setNeighbours fills req's neighbour hints from the extent tree.
@@ -467,16 +481,8 @@ func (f *FS) fallocChunk(n *node, lblk, last uint64) (uint64, error) {
 		return want, nil
 	}
 	req := mballoc.Request{Inode: n.ino, Logical: lblk, Len: uint32(min(want, extent.UnwrittenMaxLen)), Flags: mballoc.FlagData, FileSize: in.Size}
-	f.setNeighbours(ed, &req)
-	ext, err := f.allocData(h, req)
+	ext, err := f.mapNew(h, in, s, ed, req, true, nil)
 	if err != nil {
-		return 0, err
-	}
-	if err := ed.Insert(extent.Extent{Logical: uint32(lblk), Len: ext.Len, Start: ext.Start, Unwritten: true}); err != nil {
-		f.w.balloc.Free(h, ext.Start, uint64(ext.Len), 0)
-		return 0, err
-	}
-	if err := f.addBlocks(in, s.delta+int64(ext.Len)); err != nil {
 		return 0, err
 	}
 	return uint64(ext.Len), f.setInode(h, n, in)
