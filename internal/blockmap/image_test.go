@@ -2,10 +2,10 @@ package blockmap
 
 import (
 	"bytes"
+	"github.com/ext4go/ext4go/internal/testutil"
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -17,48 +17,6 @@ import (
 
 // This file checks Map against block maps mke2fs -d writes for ext2 and
 // ext3, comparing with debugfs's stat listing and the source files' data.
-
-func needTools(t testing.TB) {
-	t.Helper()
-	for _, tool := range []string{"mke2fs", "debugfs", "dumpe2fs"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed: %v", tool, err)
-		}
-	}
-}
-
-func run(t testing.TB, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-// debugfsCmds runs the commands in one debugfs session and returns each
-// command's output.
-func debugfsCmds(t testing.TB, img string, cmds []string) map[string]string {
-	t.Helper()
-	f := filepath.Join(t.TempDir(), "cmds")
-	if err := os.WriteFile(f, []byte(strings.Join(cmds, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("debugfs", "-f", f, img).Output()
-	if err != nil {
-		t.Fatalf("debugfs: %v", err)
-	}
-	res := map[string]string{}
-	var cur string
-	for _, line := range strings.SplitAfter(string(out), "\n") {
-		if c, ok := strings.CutPrefix(line, "debugfs: "); ok {
-			cur = strings.TrimSpace(c)
-			continue
-		}
-		res[cur] += line
-	}
-	return res
-}
 
 // writeSparse writes a chunk of non-zero random bytes at each offset.
 func writeSparse(t *testing.T, path string, total int64, chunk int, offsets []int64, r *rand.Rand) {
@@ -126,7 +84,7 @@ type fsInfo struct {
 }
 
 func openImage(t *testing.T, img string) *fsInfo {
-	out := run(t, "dumpe2fs", "-h", img)
+	out := testutil.Run(t, "dumpe2fs", "-h", img)
 	field := func(name string) uint64 {
 		m := regexp.MustCompile(`(?m)^` + name + `:\s+(\d+)`).FindStringSubmatch(out)
 		if m == nil {
@@ -169,7 +127,7 @@ func (fi *fsInfo) inode(t *testing.T, imap string) *inode.Inode {
 }
 
 func TestAgainstImages(t *testing.T) {
-	needTools(t)
+	testutil.RequireTools(t, "mke2fs", "debugfs", "dumpe2fs")
 	src := filepath.Join(t.TempDir(), "src")
 	os.MkdirAll(src, 0o755)
 	r := rand.New(rand.NewPCG(1, 2))
@@ -194,7 +152,7 @@ func TestAgainstImages(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			img := filepath.Join(t.TempDir(), "img")
-			run(t, "mke2fs", append(append([]string{"-q", "-F"}, c.args...), "-d", src, img, "256M")...)
+			testutil.Run(t, "mke2fs", append(append([]string{"-q", "-F"}, c.args...), "-d", src, img, "256M")...)
 			fi := openImage(t, img)
 			var cmds []string
 			names := append([]string(nil), files...)
@@ -205,7 +163,7 @@ func TestAgainstImages(t *testing.T) {
 				cmds = append(cmds, "stat "+n, "imap "+n)
 				names = append(names, n)
 			}
-			out := debugfsCmds(t, img, cmds)
+			out := testutil.DebugfsBatch(t, img, cmds)
 			for i, name := range names {
 				stat := out[cmds[2*i]]
 				if !strings.Contains(stat, "BLOCKS:") {

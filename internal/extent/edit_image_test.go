@@ -232,7 +232,7 @@ type imgBlock struct {
 }
 
 func TestEditorOnImage(t *testing.T) {
-	needTools(t)
+	testutil.RequireTools(t, "mke2fs", "debugfs", "dumpe2fs")
 	for _, c := range []struct {
 		name   string
 		args   []string
@@ -274,13 +274,13 @@ func editImage(t *testing.T, args []string, size string, filler int64, nExt int)
 		}
 	}
 	img := filepath.Join(dir, "img")
-	run(t, "mke2fs", append(append([]string{"-q", "-F", "-t", "ext4"}, args...), "-d", src, img, size)...)
+	testutil.Run(t, "mke2fs", append(append([]string{"-q", "-F", "-t", "ext4"}, args...), "-d", src, img, size)...)
 	if filler > 0 {
-		run(t, "debugfs", "-w", "-R", "rm /filler", img)
+		testutil.Run(t, "debugfs", "-w", "-R", "rm /filler", img)
 	}
 
 	im := openImage(t, img)
-	out := debugfsCmds(t, img, []string{"imap /f", "stat /f"})
+	out := testutil.DebugfsBatch(t, img, []string{"imap /f", "stat /f"})
 	in := im.inode(t, out["imap /f"])
 	m := regexp.MustCompile(`Inode: (\d+)`).FindStringSubmatch(out["stat /f"])
 	ino64, _ := strconv.ParseUint(m[1], 10, 32)
@@ -416,7 +416,7 @@ func editImage(t *testing.T, args []string, size string, filler int64, nExt int)
 		t.Fatalf("e2fsck -fn exit %d:\n%s", code, out)
 	}
 	// debugfs lists exactly our extents.
-	dump := parseEx(t, debugfsCmds(t, img, []string{"ex /f"})["ex /f"])
+	dump := parseEx(t, testutil.DebugfsBatch(t, img, []string{"ex /f"})["ex /f"])
 	var leaves []dumpEntry
 	for _, d := range dump {
 		if d.level == d.maxLevel {
@@ -502,7 +502,7 @@ func editImage(t *testing.T, args []string, size string, filler int64, nExt int)
 	// Our reader agrees with debugfs on the kernel's tree, and the blocks
 	// the kernel did not touch map as before.
 	im = openImage(t, img)
-	out = debugfsCmds(t, img, []string{"imap /f", "ex /f"})
+	out = testutil.DebugfsBatch(t, img, []string{"imap /f", "ex /f"})
 	in = im.inode(t, out["imap /f"])
 	tr := im.tree(in, ino)
 	kexts, err := tr.Extents()

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"github.com/ext4go/ext4go/internal/testutil"
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -23,48 +23,6 @@ import (
 // debugfs fallocate for unwritten extents), comparing with debugfs's
 // dump_extents and with the source files' data.
 
-func needTools(t testing.TB) {
-	t.Helper()
-	for _, tool := range []string{"mke2fs", "debugfs", "dumpe2fs"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed: %v", tool, err)
-		}
-	}
-}
-
-func run(t testing.TB, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-// debugfsCmds runs the commands in one debugfs session and returns each
-// command's output.
-func debugfsCmds(t testing.TB, img string, cmds []string) map[string]string {
-	t.Helper()
-	f := filepath.Join(t.TempDir(), "cmds")
-	if err := os.WriteFile(f, []byte(strings.Join(cmds, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("debugfs", "-f", f, img).Output()
-	if err != nil {
-		t.Fatalf("debugfs: %v", err)
-	}
-	res := map[string]string{}
-	var cur string
-	for _, line := range strings.SplitAfter(string(out), "\n") {
-		if c, ok := strings.CutPrefix(line, "debugfs: "); ok {
-			cur = strings.TrimSpace(c)
-			continue
-		}
-		res[cur] += line
-	}
-	return res
-}
-
 // image is a test filesystem image opened for reading.
 type image struct {
 	path              string
@@ -78,7 +36,7 @@ type image struct {
 }
 
 func openImage(t *testing.T, path string) *image {
-	out := run(t, "dumpe2fs", "-h", path)
+	out := testutil.Run(t, "dumpe2fs", "-h", path)
 	field := func(name string) uint64 {
 		m := regexp.MustCompile(`(?m)^` + name + `:\s+(\d+)`).FindStringSubmatch(out)
 		if m == nil {
@@ -220,7 +178,7 @@ func buildSource(t *testing.T) string {
 var extentFiles = []string{"frag", "medium", "dense", "far", "small", "empty", "fallocated"}
 
 func TestAgainstImages(t *testing.T) {
-	needTools(t)
+	testutil.RequireTools(t, "mke2fs", "debugfs", "dumpe2fs")
 	src := buildSource(t)
 	for _, c := range []struct {
 		name string
@@ -234,17 +192,17 @@ func TestAgainstImages(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			img := filepath.Join(t.TempDir(), "img")
 			args := append([]string{"-q", "-F", "-t", "ext4"}, c.args...)
-			run(t, "mke2fs", append(args, "-d", src, img, "256M")...)
+			testutil.Run(t, "mke2fs", append(args, "-d", src, img, "256M")...)
 			// Unwritten extents, including ranges longer than UnwrittenMaxLen.
-			run(t, "debugfs", "-w", "-R", "write /dev/null fallocated", img)
-			run(t, "debugfs", "-w", "-R", "fallocate /fallocated 10 50000", img)
-			run(t, "debugfs", "-w", "-R", "fallocate /small 20 30", img)
+			testutil.Run(t, "debugfs", "-w", "-R", "write /dev/null fallocated", img)
+			testutil.Run(t, "debugfs", "-w", "-R", "fallocate /fallocated 10 50000", img)
+			testutil.Run(t, "debugfs", "-w", "-R", "fallocate /small 20 30", img)
 			im := openImage(t, img)
 			var cmds []string
 			for _, f := range extentFiles {
 				cmds = append(cmds, "ex /"+f, "imap /"+f, "stat /"+f)
 			}
-			out := debugfsCmds(t, img, cmds)
+			out := testutil.DebugfsBatch(t, img, cmds)
 			for _, f := range extentFiles {
 				checkFile(t, im, f, filepath.Join(src, f), out["ex /"+f], out["imap /"+f], out["stat /"+f])
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
+	"github.com/ext4go/ext4go/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,26 +21,6 @@ import (
 // This file checks Decode against inodes written by mke2fs -d and by the
 // kernel (through a loop mount, when the test runs as root), comparing with
 // what debugfs prints.
-
-func needTools(t testing.TB) {
-	t.Helper()
-	for _, tool := range []string{"mke2fs", "debugfs", "dumpe2fs"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed: %v", tool, err)
-		}
-	}
-}
-
-func run(t testing.TB, name string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), "TZ=UTC")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
 
 // debugfs runs the commands in one debugfs session and returns each
 // command's output.
@@ -70,7 +51,7 @@ func debugfs(t testing.TB, img string, cmds []string) map[string]string {
 // fsSeed computes the filesystem checksum seed from dumpe2fs: the
 // explicit seed when the csum_seed feature is on, else crc32c of the UUID.
 func fsSeed(t testing.TB, img string) uint32 {
-	out := run(t, "dumpe2fs", "-h", img)
+	out := testutil.Run(t, "dumpe2fs", "-h", img)
 	if m := regexp.MustCompile(`(?m)^Checksum seed:\s+0x([0-9a-f]+)`).FindStringSubmatch(out); m != nil {
 		v, _ := strconv.ParseUint(m[1], 16, 32)
 		return uint32(v)
@@ -87,7 +68,7 @@ func fsSeed(t testing.TB, img string) uint32 {
 }
 
 func superField(t testing.TB, img, name string) int {
-	out := run(t, "dumpe2fs", "-h", img)
+	out := testutil.Run(t, "dumpe2fs", "-h", img)
 	m := regexp.MustCompile(`(?m)^` + name + `:\s+(\d+)`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no %q in dumpe2fs output", name)
@@ -372,14 +353,14 @@ var variants = []variant{
 }
 
 func TestAgainstImages(t *testing.T) {
-	needTools(t)
+	testutil.RequireTools(t, "mke2fs", "debugfs", "dumpe2fs")
 	src := buildTree(t)
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			img := filepath.Join(t.TempDir(), "img")
 			args := append([]string{"-q", "-F", "-b", "1024"}, v.mkfs...)
 			args = append(args, "-d", src, img, "16M")
-			run(t, "mke2fs", args...)
+			testutil.Run(t, "mke2fs", args...)
 			paths := append([]string(nil), srcPaths...)
 			mounted := tryMount(t, img, func(mnt string) { kernelChanges(t, mnt, v) })
 			if mounted {
@@ -392,7 +373,7 @@ func TestAgainstImages(t *testing.T) {
 			}
 			if v.size > GoodOldSize {
 				// debugfs writes the project id (and the inode checksum).
-				run(t, "debugfs", "-w", "-R", "sif /owned projid 4242", img)
+				testutil.Run(t, "debugfs", "-w", "-R", "sif /owned projid 4242", img)
 			}
 			checkImage(t, img, v, paths, mounted)
 		})

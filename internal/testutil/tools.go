@@ -248,3 +248,50 @@ func Dumpe2fs(t testing.TB, image string, args ...string) string {
 	t.Helper()
 	return mustRun(t, "dumpe2fs", append(args, image)...).stdout
 }
+
+// RequireTools skips the test unless every named program is installed.
+func RequireTools(t testing.TB, names ...string) {
+	t.Helper()
+	for _, tool := range names {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed: %v", tool, err)
+		}
+	}
+}
+
+// Run runs a program with TZ=UTC (so tools print times alike everywhere)
+// and returns its combined output, failing the test if it fails.
+func Run(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "TZ=UTC")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// DebugfsBatch runs cmds in one debugfs session on image (read-only) and
+// returns each command's output, keyed by the command.
+func DebugfsBatch(t testing.TB, image string, cmds []string) map[string]string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "cmds")
+	if err := os.WriteFile(f, []byte(strings.Join(cmds, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("debugfs", "-f", f, image).Output()
+	if err != nil {
+		t.Fatalf("debugfs: %v", err)
+	}
+	res := map[string]string{}
+	var cur string
+	for _, line := range strings.SplitAfter(string(out), "\n") {
+		if c, ok := strings.CutPrefix(line, "debugfs: "); ok {
+			cur = strings.TrimSpace(c)
+			continue
+		}
+		res[cur] += line
+	}
+	return res
+}
