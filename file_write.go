@@ -336,6 +336,21 @@ func (f *FS) zeroData(n *node, in *inode.Inode, from, to int64) error {
 	return nil
 }
 
+// zeroEdges zeros the parts of [off, end) that lie in partial blocks at
+// its edges (all of it when it sits inside one block); whole blocks are
+// left to the caller, which frees or converts them.
+func (f *FS) zeroEdges(n *node, in *inode.Inode, off, end int64) error {
+	bs := f.blockSize
+	firstFull, endFull := (off+bs-1)/bs, end/bs
+	if firstFull > endFull {
+		return f.zeroData(n, in, off, end)
+	}
+	if err := f.zeroData(n, in, off, firstFull*bs); err != nil {
+		return err
+	}
+	return f.zeroData(n, in, endFull*bs, end)
+}
+
 // truncate sets the size of regular file n, freeing blocks past it. n.mu
 // must be held exclusively.
 func (f *FS) truncate(n *node, size int64) error {
@@ -503,25 +518,16 @@ func (f *FS) punch(n *node, off, end int64) error {
 	in := editInode(n)
 	firstFull := (off + bs - 1) / bs
 	endFull := end / bs
-	if firstFull > endFull { // inside one block
-		if err := f.zeroData(n, in, off, end); err != nil {
+	if err := f.zeroEdges(n, in, off, end); err != nil {
+		return err
+	}
+	if firstFull < endFull {
+		s := &extStore{f: f, h: h, ino: n.ino}
+		if err := f.editor(n, in, s).Remove(uint32(firstFull), uint32(endFull)); err != nil {
 			return err
 		}
-	} else {
-		if err := f.zeroData(n, in, off, firstFull*bs); err != nil {
+		if err := f.addBlocks(in, s.delta); err != nil {
 			return err
-		}
-		if err := f.zeroData(n, in, endFull*bs, end); err != nil {
-			return err
-		}
-		if firstFull < endFull {
-			s := &extStore{f: f, h: h, ino: n.ino}
-			if err := f.editor(n, in, s).Remove(uint32(firstFull), uint32(endFull)); err != nil {
-				return err
-			}
-			if err := f.addBlocks(in, s.delta); err != nil {
-				return err
-			}
 		}
 	}
 	now := inode.FromTime(f.now())
@@ -532,20 +538,13 @@ func (f *FS) punch(n *node, off, end int64) error {
 // zeroRange makes [off, end) read as zeros: whole written blocks become
 // unwritten, partial edge blocks are zeroed in place.
 func (f *FS) zeroRange(n *node, off, end int64, firstFull, endFull uint64) error {
-	bs := f.blockSize
 	h, err := f.begin()
 	if err != nil {
 		return err
 	}
 	defer h.End()
 	in := editInode(n)
-	if firstFull > endFull {
-		return f.zeroData(n, in, off, end)
-	}
-	if err := f.zeroData(n, in, off, int64(firstFull)*bs); err != nil {
-		return err
-	}
-	if err := f.zeroData(n, in, int64(endFull)*bs, end); err != nil {
+	if err := f.zeroEdges(n, in, off, end); err != nil {
 		return err
 	}
 	if firstFull < endFull {
