@@ -33,12 +33,7 @@ type batchLine struct {
 // order and stops at the first that fails. The image is closed cleanly in
 // every case, keeping what the commands before the failing one did.
 func runBatch(e *env, args []string) error {
-	o, err := parseOpts(batchOpts, args)
-	if errors.Is(err, flag.ErrHelp) {
-		c := commands["batch"]
-		printWriteUsage(e.stderr, &writeCommand{name: c.name, summary: c.summary, opts: batchOpts}, c.usage)
-		return err
-	}
+	o, err := parseCmd(e, commands["batch"], batchOpts, args)
 	if err != nil {
 		return err
 	}

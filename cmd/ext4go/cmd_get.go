@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "get", usage: "[-n] [-q] IMAGE PATH DEST", summary: "copy PATH out of the image to DEST recursively, keeping mode, owner, times, links and xattrs", run: runGet})
+	register(&command{name: "get", usage: "[-nq] [--force] IMAGE PATH DEST", summary: "copy PATH out of the image to DEST recursively, keeping mode, owner, times, links and xattrs", run: runGet})
 }
 
 // copyOut copies a tree out of an image into a host directory. It creates
@@ -37,24 +37,15 @@ type copyOut struct {
 }
 
 func runGet(e *env, args []string) error {
-	c := commands["get"]
-	fl := newFlags(c, e)
-	noOwner := fl.Bool("n", false, "do not set owners (uid/gid) on the copies")
-	quiet := fl.Bool("q", false, "do not warn about metadata the host refuses (xattrs, owners)")
-	force := fl.Bool("force", false, "read even if checksums do not match")
-	if err := fl.Parse(args); err != nil {
-		return err
-	}
-	if fl.NArg() != 3 {
-		return usagef("want IMAGE PATH DEST")
-	}
-	fsys, err := openImage(fl.Arg(0), *force)
+	fsys, o, err := openRead(e, "get", []optDef{
+		{short: 'n', help: "do not set owners (uid/gid) on the copies"},
+		{short: 'q', help: "do not warn about metadata the host refuses (xattrs, owners)"},
+	}, args, 3, 3)
 	if err != nil {
 		return err
 	}
 	defer fsys.Close()
-	src := imagePath(fl.Arg(1))
-	dest := fl.Arg(2)
+	src, dest := imagePath(o.args[0]), o.args[1]
 
 	fi, err := fsys.Lstat(src)
 	if err != nil {
@@ -74,7 +65,7 @@ func runGet(e *env, args []string) error {
 		return fmt.Errorf("%s: %w", parentDir, err)
 	}
 	defer unix.Close(pfd)
-	co := &copyOut{fsys: fsys, stderr: e.stderr, noOwner: *noOwner, quiet: *quiet,
+	co := &copyOut{fsys: fsys, stderr: e.stderr, noOwner: o.has("n"), quiet: o.has("q"),
 		links: map[uint32]string{}, warned: map[string]bool{}, isRoot: os.Geteuid() == 0,
 		buf: make([]byte, 1<<20), destLabel: dest}
 	if err := co.copy(pfd, name, src, fi); err != nil {

@@ -9,21 +9,12 @@ import (
 )
 
 func init() {
-	register(&command{name: "info", usage: "IMAGE", summary: "summarise the filesystem, like dumpe2fs -h", run: runInfo})
-	register(&command{name: "frag", usage: "[-v] IMAGE [PATH]", summary: "extents per file, like filefrag (all files when PATH is a directory)", run: runFrag})
+	register(&command{name: "info", usage: "[--force] IMAGE", summary: "summarise the filesystem, like dumpe2fs -h", run: runInfo})
+	register(&command{name: "frag", usage: "[-v] [--force] IMAGE [PATH]", summary: "extents per file, like filefrag (all files when PATH is a directory)", run: runFrag})
 }
 
 func runInfo(e *env, args []string) error {
-	c := commands["info"]
-	fl := newFlags(c, e)
-	force := fl.Bool("force", false, "read even if checksums do not match")
-	if err := fl.Parse(args); err != nil {
-		return err
-	}
-	if fl.NArg() != 1 {
-		return usagef("want IMAGE")
-	}
-	fsys, err := openImage(fl.Arg(0), *force)
+	fsys, _, err := openRead(e, "info", nil, args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -94,24 +85,15 @@ func orNone(s string) string {
 }
 
 func runFrag(e *env, args []string) error {
-	c := commands["frag"]
-	fl := newFlags(c, e)
-	verbose := fl.Bool("v", false, "list every extent")
-	force := fl.Bool("force", false, "read even if checksums do not match")
-	if err := fl.Parse(args); err != nil {
-		return err
-	}
-	if fl.NArg() < 1 || fl.NArg() > 2 {
-		return usagef("want IMAGE and at most one PATH")
-	}
-	fsys, err := openImage(fl.Arg(0), *force)
+	fsys, o, err := openRead(e, "frag", []optDef{{short: 'v', help: "list every extent"}}, args, 1, 2)
 	if err != nil {
 		return err
 	}
 	defer fsys.Close()
+	verbose := o.has("v")
 	name := "."
-	if fl.NArg() == 2 {
-		name = imagePath(fl.Arg(1))
+	if len(o.args) == 1 {
+		name = imagePath(o.args[0])
 	}
 	var files, extents, multi int
 	one := func(p string) error {
@@ -125,7 +107,7 @@ func runFrag(e *env, args []string) error {
 			multi++
 		}
 		fmt.Fprintf(e.stdout, "%s: %d extent%s found\n", displayPath(p), len(ext), plural(len(ext)))
-		if *verbose && len(ext) > 0 {
+		if verbose && len(ext) > 0 {
 			tw := tabwriter.NewWriter(e.stdout, 0, 0, 1, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, " ext:\tlogical:\tphysical:\tlength:\tflags:\t")
 			for i, x := range ext {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"sort"
 	"strings"
@@ -16,14 +15,32 @@ import (
 
 func init() {
 	register(&command{name: "ls", usage: "[-lRa] [--force] IMAGE [PATH]", summary: "list a directory (or show a file) in the image", run: runLs})
-	register(&command{name: "cat", usage: "IMAGE PATH...", summary: "write files of the image to standard output", run: runCat})
-	register(&command{name: "stat", usage: "IMAGE PATH...", summary: "show the inode of a path (without following a final symlink)", run: runStat})
+	register(&command{name: "cat", usage: "[--force] IMAGE PATH...", summary: "write files of the image to standard output", run: runCat})
+	register(&command{name: "stat", usage: "[--force] IMAGE PATH...", summary: "show the inode of a path (without following a final symlink)", run: runStat})
 }
 
-// openImage opens an image read-only with the options common to the read
-// commands.
-func openImage(image string, force bool) (*ext4go.FS, error) {
-	return ext4go.Open(image, &ext4go.Options{IgnoreChecksums: force})
+// openRead parses the command line of the read command name: its options
+// defs and --force (read even if checksums do not match), then IMAGE and
+// the operands after it, min to max operands in all counting IMAGE (max < 0:
+// no limit). It opens IMAGE read-only and returns it with the parsed line,
+// IMAGE removed from its operands. The caller closes the image.
+func openRead(e *env, name string, defs []optDef, args []string, min, max int) (*ext4go.FS, *opts, error) {
+	c := commands[name]
+	defs = append(defs, optDef{long: "force", help: "read even if checksums do not match"})
+	o, err := parseCmd(e, c, defs, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The operands as the usage names them: "IMAGE [PATH]".
+	if err := wantArgs(o, min, max, c.usage[strings.Index(c.usage, "IMAGE"):]); err != nil {
+		return nil, nil, err
+	}
+	fsys, err := ext4go.Open(o.args[0], &ext4go.Options{IgnoreChecksums: o.has("force")})
+	if err != nil {
+		return nil, nil, err
+	}
+	o.args = o.args[1:]
+	return fsys, o, nil
 }
 
 // imagePath turns a user's path in the image ("/", "/a/b", "a/b/") into an
@@ -37,34 +54,26 @@ func imagePath(p string) string {
 }
 
 func runLs(e *env, args []string) error {
-	o, err := parseOpts([]optDef{
+	fsys, o, err := openRead(e, "ls", []optDef{
 		{short: 'l', help: "long listing: mode, links, owner, size, time"},
 		{short: 'R', long: "recursive", help: "list subdirectories recursively"},
 		{short: 'a', long: "all", help: "accepted for compatibility; . and .. are never listed"},
-		{long: "force", help: "read even if checksums do not match"},
-	}, args)
-	if err != nil {
-		return err
-	}
-	long, recursive, force := ptr(o.has("l")), ptr(o.has("R")), ptr(o.has("force"))
-	if len(o.args) < 1 || len(o.args) > 2 {
-		return usagef("want IMAGE and at most one PATH")
-	}
-	fsys, err := openImage(o.args[0], *force)
+	}, args, 1, 2)
 	if err != nil {
 		return err
 	}
 	defer fsys.Close()
+	long, recursive := o.has("l"), o.has("R")
 	name := "."
-	if len(o.args) == 2 {
-		name = imagePath(o.args[1])
+	if len(o.args) == 1 {
+		name = imagePath(o.args[0])
 	}
 	fi, err := fsys.Lstat(name)
 	if err != nil {
 		return err
 	}
 	if !fi.IsDir() {
-		printEntry(e.stdout, fsys, name, fi, *long)
+		printEntry(e.stdout, fsys, name, fi, long)
 		return nil
 	}
 	var firstErr error
@@ -84,7 +93,7 @@ func runLs(e *env, args []string) error {
 		var subdirs []string
 		for _, d := range ents {
 			p := path.Join(dir, d.Name())
-			if *long {
+			if long {
 				info, err := d.Info()
 				if err != nil {
 					fmt.Fprintf(e.stderr, "ext4go ls: %s: %v\n", p, err)
@@ -101,14 +110,14 @@ func runLs(e *env, args []string) error {
 				subdirs = append(subdirs, p)
 			}
 		}
-		if *recursive {
+		if recursive {
 			for _, s := range subdirs {
 				fmt.Fprintln(e.stdout)
 				list(s, true)
 			}
 		}
 	}
-	list(name, *recursive)
+	list(name, recursive)
 	if firstErr != nil {
 		return errors.New("some entries could not be read")
 	}
@@ -198,21 +207,12 @@ func modeString(m uint16) string {
 }
 
 func runCat(e *env, args []string) error {
-	c := commands["cat"]
-	fl := newFlags(c, e)
-	force := fl.Bool("force", false, "read even if checksums do not match")
-	if err := fl.Parse(args); err != nil {
-		return err
-	}
-	if fl.NArg() < 2 {
-		return usagef("want IMAGE and at least one PATH")
-	}
-	fsys, err := openImage(fl.Arg(0), *force)
+	fsys, o, err := openRead(e, "cat", nil, args, 2, -1)
 	if err != nil {
 		return err
 	}
 	defer fsys.Close()
-	for _, p := range fl.Args()[1:] {
+	for _, p := range o.args {
 		f, err := fsys.Open(imagePath(p))
 		if err != nil {
 			return err
@@ -227,21 +227,12 @@ func runCat(e *env, args []string) error {
 }
 
 func runStat(e *env, args []string) error {
-	c := commands["stat"]
-	fl := newFlags(c, e)
-	force := fl.Bool("force", false, "read even if checksums do not match")
-	if err := fl.Parse(args); err != nil {
-		return err
-	}
-	if fl.NArg() < 2 {
-		return usagef("want IMAGE and at least one PATH")
-	}
-	fsys, err := openImage(fl.Arg(0), *force)
+	fsys, o, err := openRead(e, "stat", nil, args, 2, -1)
 	if err != nil {
 		return err
 	}
 	defer fsys.Close()
-	for i, p := range fl.Args()[1:] {
+	for i, p := range o.args {
 		if i > 0 {
 			fmt.Fprintln(e.stdout)
 		}
@@ -334,7 +325,3 @@ func xattrValueString(v []byte) string {
 	}
 	return fmt.Sprintf("0x%x", v)
 }
-
-var _ = os.Stdout
-
-func ptr[T any](v T) *T { return &v }

@@ -107,3 +107,74 @@ func TestGetStaysInsideDest(t *testing.T) {
 		t.Fatalf("up: %q, %v", target, err)
 	}
 }
+
+// TestReadCommandOptions: the read commands parse GNU-style command lines
+// (bundled short options, options after operands, "--") and reject
+// unknown options with exit status 1, a message and the usage.
+func TestReadCommandOptions(t *testing.T) {
+	src := testutil.SourceDir(t)
+	if err := os.MkdirAll(filepath.Join(src, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A name that reads as an option unless it follows "--".
+	if err := os.WriteFile(filepath.Join(src, "-dash"), []byte("dash\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "d", "f"), []byte("f\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	img := testutil.BuildImage(t, src, testutil.ImageOptions{})
+
+	for _, c := range []struct {
+		args []string
+		want string // in the output
+	}{
+		{[]string{"ls", img, "-lR", "/d"}, " f\n"},
+		{[]string{"ls", "--", img, "-dash"}, "-dash\n"},
+		{[]string{"cat", img, "/d/f", "--force"}, "f\n"},
+		{[]string{"cat", "--", img, "-dash", "/d/f"}, "dash\nf\n"},
+		{[]string{"stat", img, "/d", "--forc"}, "File: /d\n"},
+		{[]string{"stat", "--force", "--", img, "-dash"}, "File: /-dash\n"},
+		{[]string{"info", img, "--force"}, "Block count:"},
+		{[]string{"info", "--", img}, "Inode count:"},
+		{[]string{"frag", img, "/d/f", "-v"}, "ext:"},
+		{[]string{"frag", "-v", "--", img, "-dash"}, "/-dash: 1 extent found"},
+	} {
+		if out := mustCLI(t, c.args...); !strings.Contains(out, c.want) {
+			t.Errorf("%q: output lacks %q:\n%s", c.args, c.want, out)
+		}
+	}
+
+	// get: bundled options after the operands, and "--" before a dash name.
+	dest := t.TempDir()
+	if code, _, errs := cli("", "get", img, "/d", dest, "-nq"); code != 0 || errs != "" {
+		t.Fatalf("get ... -nq: exit %d %q", code, errs)
+	}
+	mustCLI(t, "get", "-q", "--", img, "-dash", dest)
+	for name, want := range map[string]string{"d/f": "f\n", "-dash": "dash\n"} {
+		if b, err := os.ReadFile(filepath.Join(dest, name)); err != nil || string(b) != want {
+			t.Errorf("get: %s = %q, %v; want %q", name, b, err, want)
+		}
+	}
+
+	for _, name := range []string{"ls", "cat", "stat", "info", "frag", "get"} {
+		usage := "usage: ext4go " + name + " "
+		failCLI(t, []string{"invalid option -- 'x'", usage}, name, "-x", img, "/d")
+		failCLI(t, []string{"unrecognized option '--bogus'", usage}, name, img, "--bogus")
+		// Go's flag package took "-force"; say how it is spelt now.
+		failCLI(t, []string{"did you mean '--force'?", usage}, name, "-force", img)
+		// Without "--" a dash name is an option.
+		failCLI(t, []string{"invalid option -- 'd'", usage}, name, img, "-dash", dest)
+		code, out, errs := cli("", name, "--help")
+		if code != 0 || out != "" || !strings.Contains(errs, usage) || !strings.Contains(errs, "  --force ") {
+			t.Errorf("%s --help: exit %d, stdout %q, stderr %q", name, code, out, errs)
+		}
+		if code, _, errs := cli("", name, "-h"); code != 0 || !strings.Contains(errs, usage) {
+			t.Errorf("%s -h: exit %d %q", name, code, errs)
+		}
+	}
+	failCLI(t, []string{"missing operand after '/d': want IMAGE PATH DEST"}, "get", img, "/d")
+	failCLI(t, []string{"extra operand '/d': want IMAGE"}, "info", img, "/d")
+	failCLI(t, []string{"extra operand '/x': want IMAGE [PATH]"}, "frag", img, "/d", "/x")
+	failCLI(t, []string{"missing operand after '" + img + "': want IMAGE PATH..."}, "cat", img)
+}

@@ -85,11 +85,7 @@ func registerWrite(c *writeCommand) {
 
 // runWrite runs c from the command line: IMAGE is its first operand.
 func runWrite(c *writeCommand, e *env, args []string) error {
-	o, err := parseOpts(c.opts, args)
-	if errors.Is(err, flag.ErrHelp) {
-		printWriteUsage(e.stderr, c, c.usage)
-		return err
-	}
+	o, err := parseCmd(e, commands[c.name], c.opts, args)
 	if err != nil {
 		return err
 	}
@@ -117,9 +113,20 @@ func runWrite(c *writeCommand, e *env, args []string) error {
 	return err
 }
 
-func printWriteUsage(w io.Writer, c *writeCommand, usage string) {
-	fmt.Fprintf(w, "usage: ext4go %s %s\n%s\n", c.name, usage, c.summary)
-	for _, d := range c.opts {
+// parseCmd parses the command line of c, whose options are defs, with
+// parseOpts. On --help it prints c's usage and options to standard error
+// and returns flag.ErrHelp, which run turns into exit status 0.
+func parseCmd(e *env, c *command, defs []optDef, args []string) (*opts, error) {
+	o, err := parseOpts(defs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		printOptUsage(e.stderr, c, defs)
+	}
+	return o, err
+}
+
+func printOptUsage(w io.Writer, c *command, defs []optDef) {
+	fmt.Fprintf(w, "usage: ext4go %s %s\n%s\n", c.name, c.usage, c.summary)
+	for _, d := range defs {
 		var names []string
 		if d.short != 0 {
 			names = append(names, "-"+string(d.short))
@@ -135,7 +142,7 @@ func printWriteUsage(w io.Writer, c *writeCommand, usage string) {
 	}
 }
 
-// optDef is one option of a write command.
+// optDef is one option of a command.
 type optDef struct {
 	short byte   // 0 for a long-only option
 	long  string // "" for a short-only option
@@ -215,6 +222,11 @@ func parseOpts(defs []optDef, args []string) (*opts, error) {
 				if d == nil {
 					if c == 'h' && !hasShortH {
 						return nil, flag.ErrHelp
+					}
+					// "-force": Go's flag package took long options
+					// with one dash; point to the two-dash spelling.
+					if ld, _ := findLong(defs, a[1:]); ld != nil && ld.long == a[1:] {
+						return nil, usagef("invalid option -- '%c' (did you mean '--%s'?)", c, ld.long)
 					}
 					return nil, usagef("invalid option -- '%c'", c)
 				}

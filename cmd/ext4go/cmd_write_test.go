@@ -582,6 +582,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"mkdir", "-m"}, "option requires an argument -- 'm'"},
 		{[]string{"rm", "-x", img, "/a"}, "invalid option -- 'x'"},
 		{[]string{"rm", "--bogus", img, "/a"}, "unrecognized option '--bogus'"},
+		{[]string{"rm", "-force", img, "/a"}, "invalid option -- 'o' (did you mean '--force'?)"},
 		{[]string{"mv", img, "/a"}, "missing operand after '/a'"},
 		{[]string{"mv", "-n", "--exchange", img, "/a", "/b"}, "cannot be combined"},
 		{[]string{"mv", "-T", img, "/a", "/b", "/c"}, "extra operand '/c'"},
