@@ -143,28 +143,45 @@ func ParseRegion(region []byte, f Format) ([]Slot, error) {
 // parseRegion is ParseRegion; without copyNames the names alias region,
 // for callers that drop the slots before region changes.
 func parseRegion(region []byte, f Format, copyNames bool) ([]Slot, error) {
-	size := len(region)
 	// Each slot takes at least 12 bytes: cap the allocation by that.
-	slots := make([]Slot, 0, min(size/minRecLen, 64))
-	for off := 0; off < size; {
-		if size-off < direntHeader {
-			return nil, fserr.Corrupt("directory entry", "at offset %d: header runs past the end of the %d-byte region", off, size)
-		}
-		ino, recLen, nameLen, ft := readDirent(region, off, &f)
-		if msg := checkDirent(off, size, ino, recLen, nameLen, &f); msg != "" {
-			return nil, fserr.Corrupt("directory entry", "at offset %d: %s (rec_len %d, name_len %d, inode %d, region %d bytes)", off, msg, recLen, nameLen, ino, size)
-		}
-		s := Slot{Off: off, RecLen: recLen}
-		s.Inode = ino
-		s.FileType = ft
-		s.Name = region[off+direntHeader : off+direntHeader+nameLen : off+direntHeader+nameLen]
+	slots := make([]Slot, 0, min(len(region)/minRecLen, 64))
+	err := scanRegion(region, &f, func(s Slot) bool {
 		if copyNames {
 			s.Name = append([]byte(nil), s.Name...)
 		}
 		slots = append(slots, s)
-		off += recLen
+		return true
+	})
+	if err != nil {
+		return nil, err
 	}
 	return slots, nil
+}
+
+// scanRegion checks the dirents tiling region in order and calls fn with
+// each slot (its name aliasing region) until fn returns false. It is the
+// one place the dirent rules are applied, and allocates nothing, so the hot
+// lookups and inserts that only look at slots can use it directly. A slot is
+// passed to fn only after it has been checked; a bad dirent stops the scan
+// with its error even when earlier slots were passed.
+func scanRegion(region []byte, f *Format, fn func(Slot) bool) error {
+	size := len(region)
+	for off := 0; off < size; {
+		if size-off < direntHeader {
+			return fserr.Corrupt("directory entry", "at offset %d: header runs past the end of the %d-byte region", off, size)
+		}
+		ino, recLen, nameLen, ft := readDirent(region, off, f)
+		if msg := checkDirent(off, size, ino, recLen, nameLen, f); msg != "" {
+			return fserr.Corrupt("directory entry", "at offset %d: %s (rec_len %d, name_len %d, inode %d, region %d bytes)", off, msg, recLen, nameLen, ino, size)
+		}
+		end := off + direntHeader + nameLen
+		s := Slot{Entry: Entry{Inode: ino, FileType: ft, Name: region[off+direntHeader : end : end]}, Off: off, RecLen: recLen}
+		if !fn(s) {
+			return nil
+		}
+		off += recLen
+	}
+	return nil
 }
 
 // Used returns the entries of the slots that are in use (inode ≠ 0).
@@ -196,20 +213,31 @@ func ParseBlock(b []byte, f Format) (*Block, error) {
 	return parseBlock(b, f, true)
 }
 
-// parseBlock is ParseBlock; without copyNames the names alias b.
-func parseBlock(b []byte, f Format, copyNames bool) (*Block, error) {
+// checkedLeafRegion checks a leaf block's size and, with f.Csum, its
+// checksum tail, and returns the part its dirents tile.
+func checkedLeafRegion(b []byte, f *Format) ([]byte, error) {
 	if len(b) != f.BlockSize || !ValidBlockSize(f.BlockSize) {
 		return nil, fserr.Corrupt("directory block", "%d bytes, want block size %d", len(b), f.BlockSize)
 	}
+	if !f.Csum {
+		return b, nil
+	}
+	if !HasTail(b, *f) {
+		return nil, fserr.Corrupt("directory block", "no checksum tail (metadata_csum needs one; e2fsck -D adds it)")
+	}
+	return b[:len(b)-TailSize], nil
+}
+
+// parseBlock is ParseBlock; without copyNames the names alias b.
+func parseBlock(b []byte, f Format, copyNames bool) (*Block, error) {
+	region, err := checkedLeafRegion(b, &f)
+	if err != nil {
+		return nil, err
+	}
 	blk := &Block{}
-	region := b
 	if f.Csum {
-		if !HasTail(b, f) {
-			return nil, fserr.Corrupt("directory block", "no checksum tail (metadata_csum needs one; e2fsck -D adds it)")
-		}
 		blk.Tail = true
 		blk.Checksum = binary.LittleEndian.Uint32(b[len(b)-4:])
-		region = b[:len(b)-TailSize]
 	}
 	slots, err := parseRegion(region, f, copyNames)
 	if err != nil {

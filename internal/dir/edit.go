@@ -78,28 +78,29 @@ func InsertRegion(region []byte, f Format, e Entry) (bool, error) {
 	if err := checkName(e.Name); err != nil {
 		return false, err
 	}
-	slots, err := parseRegion(region, f, false)
+	need := RecLen(len(e.Name))
+	var at Slot
+	found, dup := false, false
+	err := scanRegion(region, &f, func(s Slot) bool {
+		if s.Inode != 0 && bytes.Equal(s.Name, e.Name) {
+			dup = true
+			return false
+		}
+		if !found && slotRoom(s) >= need {
+			at, found = s, true
+		}
+		return true
+	})
 	if err != nil {
 		return false, err
 	}
-	need := RecLen(len(e.Name))
-	at := -1
-	for i, s := range slots {
-		if s.Inode != 0 && bytes.Equal(s.Name, e.Name) {
-			return false, fmt.Errorf("dir: %q: %w", e.Name, fs.ErrExist)
-		}
-		used := 0
-		if s.Inode != 0 {
-			used = slotNeed(s)
-		}
-		if at < 0 && s.RecLen-used >= need {
-			at = i
-		}
+	if dup {
+		return false, fmt.Errorf("dir: %q: %w", e.Name, fs.ErrExist)
 	}
-	if at < 0 {
+	if !found {
 		return false, nil
 	}
-	s := slots[at]
+	s := at
 	off, recLen := s.Off, s.RecLen
 	if s.Inode != 0 {
 		used := slotNeed(s)

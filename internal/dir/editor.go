@@ -102,26 +102,20 @@ func (e *Editor) Add(ent Entry) error {
 	return e.linearAdd(ent)
 }
 
-// hasRoom reports whether a slot can take a dirent needing need bytes (the
-// test of ext4_find_dest_de).
-func hasRoom(slots []Slot, need int) bool {
-	for _, s := range slots {
-		used := 0
-		if s.Inode != 0 {
-			used = slotNeed(s)
-		}
-		if s.RecLen-used >= need {
-			return true
-		}
+// slotRoom is the bytes a new dirent could take from slot s (the test of
+// ext4_find_dest_de): all of an
+// unused slot, the slack past its entry of a used one.
+func slotRoom(s Slot) int {
+	if s.Inode == 0 {
+		return s.RecLen
 	}
-	return false
+	return s.RecLen - slotNeed(s)
 }
 
 func (e *Editor) linearAdd(ent Entry) error {
 	d := e.Dir()
 	need := RecLen(len(ent.Name))
 	fit := int64(-1)
-	var slots0 []Slot
 	for lblk := uint32(0); lblk < e.NBlocks; lblk++ {
 		b, err := d.block(lblk, "directory block", false)
 		if err != nil {
@@ -130,29 +124,50 @@ func (e *Editor) linearAdd(ent Entry) error {
 		if b == nil {
 			continue // a hole: e2fsck's to fill, not ours
 		}
-		blk, err := d.parseLeafView(lblk, b)
+		if err := VerifyLeafChecksum(b, d.Format, d.CsumSeed); err != nil {
+			return fserr.At(err, int64(lblk), d.Ino)
+		}
+		region, err := checkedLeafRegion(b, &d.Format)
 		if err != nil {
-			return err
+			return fserr.At(err, int64(lblk), d.Ino)
 		}
-		if _, dup := searchLeaf(blk, ent.Name); dup {
-			return fmt.Errorf("dir: %q: %w", ent.Name, fs.ErrExist)
-		}
-		if fit < 0 && hasRoom(blk.Slots, need) {
-			fit = int64(lblk)
-		}
-		if lblk == 0 && e.NBlocks == 1 {
-			// Kept for makeIndexed: copy the names out of the block.
-			slots0 = slices.Clone(blk.Slots)
-			for i := range slots0 {
-				slots0[i].Name = bytes.Clone(slots0[i].Name)
+		dup := false
+		err = scanRegion(region, &d.Format, func(s Slot) bool {
+			if s.Inode != 0 && bytes.Equal(s.Name, ent.Name) {
+				dup = true
+				return false
 			}
+			if fit < 0 && slotRoom(s) >= need {
+				fit = int64(lblk)
+			}
+			return true
+		})
+		if err != nil {
+			return fserr.At(err, int64(lblk), d.Ino)
+		}
+		if dup {
+			return fmt.Errorf("dir: %q: %w", ent.Name, fs.ErrExist)
 		}
 	}
 	if fit >= 0 {
 		return e.insertInto(uint32(fit), ent)
 	}
-	if e.NBlocks == 1 && e.DirIndex && canIndex(slots0, e.Ino) {
-		return e.makeIndexed(slots0, ent)
+	if e.NBlocks == 1 && e.DirIndex {
+		// Block 0 is full: its entries (names copied out) seed the index.
+		blk, err := d.leaf(0, false)
+		if err != nil {
+			return err
+		}
+		var slots0 []Slot
+		if blk != nil {
+			slots0 = slices.Clone(blk.Slots)
+		}
+		for i := range slots0 {
+			slots0[i].Name = bytes.Clone(slots0[i].Name)
+		}
+		if canIndex(slots0, e.Ino) {
+			return e.makeIndexed(slots0, ent)
+		}
 	}
 	return e.appendLeaf(ent)
 }

@@ -219,6 +219,54 @@ func searchLeaf(blk *Block, name []byte) (Slot, bool) {
 	return Slot{}, false
 }
 
+// findInLeaf reads and verifies leaf block lblk and finds the used entry
+// called name in it, the name aliasing the block; it checks the block as
+// leaf does but builds no slot list (lookups and inserts do this for every
+// name added).
+func (d *Dir) findInLeaf(lblk uint32, name []byte) (Slot, bool, error) {
+	b, err := d.block(lblk, "directory block", true)
+	if err != nil {
+		return Slot{}, false, err
+	}
+	return d.findIn(lblk, b, name, false)
+}
+
+// findIn finds the used entry called name in block lblk read as b. A leaf
+// is verified first; with asDirents (index blocks in a linear search) the
+// block is read as the dirents it pretends to be, unverified.
+func (d *Dir) findIn(lblk uint32, b []byte, name []byte, asDirents bool) (Slot, bool, error) {
+	region := b
+	if !asDirents {
+		if err := VerifyLeafChecksum(b, d.Format, d.CsumSeed); err != nil {
+			return Slot{}, false, fserr.At(err, int64(lblk), d.Ino)
+		}
+		var err error
+		if region, err = checkedLeafRegion(b, &d.Format); err != nil {
+			return Slot{}, false, fserr.At(err, int64(lblk), d.Ino)
+		}
+	}
+	var found Slot
+	ok := false
+	err := scanRegion(region, &d.Format, func(s Slot) bool {
+		if s.Inode != 0 && bytes.Equal(s.Name, name) {
+			found, ok = s, true
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return Slot{}, false, fserr.At(err, int64(lblk), d.Ino)
+	}
+	return found, ok, nil
+}
+
+// isIndexBlock tells whether block lblk (read as b) of d is an htree root
+// or interior node, which a linear search reads as plain dirents (kernel:
+// is_dx_internal_node).
+func (d *Dir) isIndexBlock(lblk uint32, b []byte) bool {
+	return d.Indexed && (lblk == 0 || IsDxNode(b, d.Format))
+}
+
 func notFound(name []byte) error {
 	return fmt.Errorf("dir: %q: %w", name, fs.ErrNotExist)
 }
@@ -247,11 +295,11 @@ func (d *Dir) DxLookup(name []byte) (Result, error) {
 		}
 		last := frames[len(frames)-1]
 		lblk := last.entries[last.at].Block
-		blk, err := d.leaf(lblk, true)
+		s, ok, err := d.findInLeaf(lblk, name)
 		if err != nil {
 			return Result{}, err
 		}
-		if s, ok := searchLeaf(blk, name); ok {
+		if ok {
 			s.Name = bytes.Clone(s.Name)
 			return Result{Entry: s.Entry, Block: lblk, Offset: s.Off}, nil
 		}
@@ -270,22 +318,24 @@ func (d *Dir) DxLookup(name []byte) (Result, error) {
 // directory the root and interior blocks are read as the dirents they
 // pretend to be.
 func (d *Dir) LinearLookup(name []byte) (Result, error) {
-	var res Result
-	found := false
-	err := d.Iterate(func(lblk uint32, off int, e Entry) error {
-		if bytes.Equal(e.Name, name) {
-			res, found = Result{Entry: e, Block: lblk, Offset: off}, true
-			return fs.SkipAll
+	for lblk := uint32(0); lblk < d.NBlocks; lblk++ {
+		b, err := d.block(lblk, "directory block", false)
+		if err != nil {
+			return Result{}, err
 		}
-		return nil
-	})
-	if err != nil {
-		return Result{}, err
+		if b == nil {
+			continue
+		}
+		s, ok, err := d.findIn(lblk, b, name, d.isIndexBlock(lblk, b))
+		if err != nil {
+			return Result{}, err
+		}
+		if ok {
+			s.Name = bytes.Clone(s.Name)
+			return Result{Entry: s.Entry, Block: lblk, Offset: s.Off}, nil
+		}
 	}
-	if !found {
-		return Result{}, notFound(name)
-	}
-	return res, nil
+	return Result{}, notFound(name)
 }
 
 // Lookup finds name like the kernel's __ext4_find_entry: "." and ".." come
@@ -354,7 +404,7 @@ func (d *Dir) iterateBlock(lblk uint32, fn func(lblk uint32, off int, e Entry) e
 		return err
 	}
 	var slots []Slot
-	if d.Indexed && (lblk == 0 || IsDxNode(b, d.Format)) {
+	if d.isIndexBlock(lblk, b) {
 		// Like the kernel's linear search (is_dx_internal_node), index
 		// blocks are read as the dirents they pretend to be, unverified:
 		// "." and ".." in the root, one unused dirent in a node. This is
