@@ -1,7 +1,6 @@
 package ext4go
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -42,7 +41,9 @@ type BuildOptions struct {
 	// Time, when set, is the change and creation time of every inode made
 	// (SOURCE_DATE_EPOCH); otherwise they get the current time.
 	Time time.Time
-	// Workers read sources and write data at once (default GOMAXPROCS).
+	// Workers copy file data at once (default: 8, or GOMAXPROCS if more;
+	// on a cold cache copying waits on the source's disk more than on the
+	// CPU).
 	Workers int
 	// Progress, if set, is called now and then with bytes of file data
 	// written so far and the total to write.
@@ -73,22 +74,31 @@ func OpenForBuild(path string) (*FS, error) {
 }
 
 // fillJob is a regular file whose blocks are allocated and whose data a
-// worker copies from the source.
+// worker copies from the source: from data when the scan read it, else
+// from the file src.
 type fillJob struct {
-	n    *node
 	src  string
+	data []byte
 	size int64
 	runs []run
 }
 
-// builder copies a source tree in.
+// builder copies a source tree in. One goroutine (the caller's) makes the
+// entries and allocates blocks, in source order so the result is
+// reproducible; fill workers copy file data into allocated blocks
+// meanwhile, and a hostScan reads source entries ahead.
 type builder struct {
 	f     *FS
 	o     BuildOptions
 	links map[[2]uint64]string // host (dev, ino) of files with several links -> image path
-	jobs  []fillJob
-	total int64
-	times []pendingTimes // set last, directories after their contents
+	times []pendingTimes       // set last, directories after their contents
+	scan  *hostScan
+
+	jobs         chan fillJob // nil until startFill
+	fillWG       sync.WaitGroup
+	fillErr      atomic.Pointer[error] // the first worker error
+	done, total  atomic.Int64          // bytes of file data copied and queued
+	stopProgress chan struct{}
 }
 
 type pendingTimes struct {
@@ -112,10 +122,16 @@ func (f *FS) AddDir(dst, src string, o *BuildOptions) error {
 	if !st.IsDir() {
 		return fmt.Errorf("%s: not a directory", src)
 	}
-	if err := b.walkDir(parent, dst, src); err != nil {
+	b.scan = newHostScan()
+	b.startFill()
+	err = b.walkDir(parent, dst, src)
+	if ferr := b.stopFill(); err == nil {
+		err = ferr
+	}
+	if err != nil {
 		return err
 	}
-	return b.finish()
+	return b.setTimes()
 }
 
 func (f *FS) newBuilder(dst string, o *BuildOptions) (*builder, *node, error) {
@@ -129,7 +145,7 @@ func (f *FS) newBuilder(dst string, o *BuildOptions) (*builder, *node, error) {
 		b.o = BuildOptions{UID: -1, GID: -1}
 	}
 	if b.o.Workers <= 0 {
-		b.o.Workers = runtime.GOMAXPROCS(0)
+		b.o.Workers = max(8, runtime.GOMAXPROCS(0))
 	}
 	if f.reproducible && !b.o.Time.IsZero() {
 		f.clock = b.o.Time
@@ -157,9 +173,14 @@ func (b *builder) walkDir(parent *node, ipath, dir string) error {
 		return fmt.Errorf("%s: %w", dir, err)
 	}
 	sort.Strings(names)
-	for _, name := range names {
-		p := filepath.Join(dir, name)
-		if err := b.addHostEntry(parent, imageJoin(ipath, name), name, p); err != nil {
+	ds := b.scan.start(dir, names)
+	defer ds.stop()
+	for range names {
+		if err := b.fillFailed(); err != nil {
+			return err
+		}
+		e := ds.next()
+		if err := b.addHostEntry(parent, imageJoin(ipath, e.name), e); err != nil {
 			return err
 		}
 	}
@@ -173,10 +194,10 @@ func imageJoin(dir, name string) string {
 	return dir + "/" + name
 }
 
-func (b *builder) addHostEntry(parent *node, ipath, name, p string) error {
-	var st unix.Stat_t
-	if err := unix.Lstat(p, &st); err != nil {
-		return fmt.Errorf("%s: %w", p, err)
+func (b *builder) addHostEntry(parent *node, ipath string, h *hostEntry) error {
+	p, name, st := h.path, h.name, &h.st
+	if h.err != nil {
+		return fmt.Errorf("%s: %w", p, h.err)
 	}
 	uid, gid := b.o.owner(st.Uid, st.Gid)
 	e := newEntry{mode: uint16(st.Mode), uid: uid, gid: gid}
@@ -196,11 +217,7 @@ func (b *builder) addHostEntry(parent *node, ipath, name, p string) error {
 	}
 	switch kind {
 	case unix.S_IFLNK:
-		t, err := os.Readlink(p)
-		if err != nil {
-			return err
-		}
-		e.target = t
+		e.target = h.target
 	case unix.S_IFCHR, unix.S_IFBLK:
 		e.rdev = st.Rdev
 	}
@@ -211,12 +228,14 @@ func (b *builder) addHostEntry(parent *node, ipath, name, p string) error {
 	if kind != unix.S_IFDIR && st.Nlink > 1 {
 		b.links[[2]uint64{uint64(st.Dev), st.Ino}] = ipath
 	}
-	if err := b.copyHostXattrs(n, p); err != nil {
-		return fmt.Errorf("%s: %w", p, err)
+	for _, x := range h.xattrs {
+		if err := b.setXattr(n, x.name, x.value); err != nil {
+			return fmt.Errorf("%s: xattr %s: %w", p, x.name, err)
+		}
 	}
 	switch kind {
 	case unix.S_IFREG:
-		if err := b.reserveHostFile(n, p, st.Size); err != nil {
+		if err := b.reserveHostFile(n, h); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
 	case unix.S_IFDIR:
@@ -224,8 +243,14 @@ func (b *builder) addHostEntry(parent *node, ipath, name, p string) error {
 			return err
 		}
 	}
-	b.times = append(b.times, pendingTimes{n, atime, mtime})
-	return nil
+	if kind == unix.S_IFDIR || st.Nlink > 1 {
+		// Entries added later change a directory's mtime, links a
+		// file's ctime: their times are set at the end.
+		b.times = append(b.times, pendingTimes{n, atime, mtime})
+		return nil
+	}
+	// Set now, so the node need not stay in memory until the end.
+	return b.f.setBuildTimes(n, atime, mtime, b.o.Time)
 }
 
 // create makes one entry under parent.
@@ -264,39 +289,6 @@ func (b *builder) whiteout(parent *node, name string, e newEntry) (bool, error) 
 	return true, nil
 }
 
-// copyHostXattrs copies the extended attributes of host file p.
-func (b *builder) copyHostXattrs(n *node, p string) error {
-	size, err := unix.Llistxattr(p, nil)
-	if err != nil || size == 0 {
-		return nil // no xattrs, or the host has none to give
-	}
-	buf := make([]byte, size)
-	size, err = unix.Llistxattr(p, buf)
-	if err != nil {
-		return nil
-	}
-	var names []string
-	for _, nm := range splitNul(buf[:size]) {
-		names = append(names, nm)
-	}
-	sort.Strings(names)
-	for _, nm := range names {
-		vs, err := unix.Lgetxattr(p, nm, nil)
-		if err != nil {
-			continue
-		}
-		v := make([]byte, vs)
-		vs, err = unix.Lgetxattr(p, nm, v)
-		if err != nil {
-			continue
-		}
-		if err := b.setXattr(n, nm, v[:vs]); err != nil {
-			return fmt.Errorf("xattr %s: %w", nm, err)
-		}
-	}
-	return nil
-}
-
 func (b *builder) setXattr(n *node, name string, v []byte) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -325,57 +317,26 @@ func splitNul(b []byte) []string {
 	return out
 }
 
-// reserveHostFile allocates the blocks of host file p's data ranges and
+// reserveHostFile allocates the blocks of a host file's data ranges and
 // queues the copy.
-func (b *builder) reserveHostFile(n *node, p string, size int64) error {
+func (b *builder) reserveHostFile(n *node, h *hostEntry) error {
+	size := h.st.Size
 	if size == 0 {
 		return nil
 	}
-	ranges, err := hostDataRanges(p, size)
-	if err != nil {
-		return err
-	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	runs, err := b.f.reserve(n, size, ranges)
+	runs, err := b.f.reserve(n, size, h.ranges)
+	n.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	b.jobs = append(b.jobs, fillJob{n: n, src: p, size: size, runs: runs})
+	var total int64
 	for _, r := range runs {
-		b.total += int64(r.length) * b.f.blockSize
+		total += int64(r.length) * b.f.blockSize
 	}
+	b.total.Add(total)
+	b.jobs <- fillJob{src: h.path, data: h.data, size: size, runs: runs}
 	return nil
-}
-
-// hostDataRanges returns the data ranges of a host file (SEEK_DATA and
-// SEEK_HOLE), or one range for the whole file where the host cannot tell.
-func hostDataRanges(p string, size int64) ([]Range, error) {
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(fd)
-	var out []Range
-	for off := int64(0); off < size; {
-		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
-		if errors.Is(err, unix.ENXIO) {
-			break
-		}
-		if err != nil {
-			return []Range{{0, size}}, nil
-		}
-		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
-		if err != nil {
-			return []Range{{0, size}}, nil
-		}
-		hole = min(hole, size)
-		if hole > data {
-			out = append(out, Range{data, hole - data})
-		}
-		off = hole
-	}
-	return out, nil
 }
 
 // reserve maps written blocks over the block-aligned cover of ranges and
@@ -443,61 +404,72 @@ func (f *FS) reserveChunk(n *node, size int64, lblk, end uint64) (uint64, error)
 	return uint64(ext.Len), f.setInode(h, n, in)
 }
 
-// finish copies the queued file data with workers, then sets times.
-func (b *builder) finish() error {
-	f := b.f
-	var done atomic.Int64
-	jobs := make(chan fillJob)
-	errc := make(chan error, b.o.Workers)
-	var wg sync.WaitGroup
+// startFill starts the workers that copy file data, and the progress
+// reports.
+func (b *builder) startFill() {
+	b.jobs = make(chan fillJob, 4*b.o.Workers)
 	for i := 0; i < b.o.Workers; i++ {
-		wg.Add(1)
+		b.fillWG.Add(1)
 		go func() {
-			defer wg.Done()
+			defer b.fillWG.Done()
 			buf := make([]byte, 1<<20)
-			for j := range jobs {
-				if err := f.fill(j, buf, &done); err != nil {
-					errc <- fmt.Errorf("%s: %w", j.src, err)
-					for range jobs {
-					}
-					return
+			for j := range b.jobs {
+				if b.fillErr.Load() != nil {
+					continue // drain: the walk stops at its next entry
+				}
+				if err := b.f.fill(j, buf, &b.done); err != nil {
+					err = fmt.Errorf("%s: %w", j.src, err)
+					b.fillErr.CompareAndSwap(nil, &err)
 				}
 			}
 		}()
 	}
-	stopProgress := make(chan struct{})
+	b.stopProgress = make(chan struct{})
 	if b.o.Progress != nil {
 		go func() {
 			t := time.NewTicker(200 * time.Millisecond)
 			defer t.Stop()
 			for {
 				select {
-				case <-stopProgress:
+				case <-b.stopProgress:
 					return
 				case <-t.C:
-					b.o.Progress(done.Load(), b.total)
+					b.o.Progress(b.done.Load(), b.total.Load())
 				}
 			}
 		}()
 	}
-	for _, j := range b.jobs {
-		jobs <- j
+}
+
+// fillFailed returns the first error of a fill worker.
+func (b *builder) fillFailed() error {
+	if p := b.fillErr.Load(); p != nil {
+		return *p
 	}
-	close(jobs)
-	wg.Wait()
-	close(stopProgress)
-	select {
-	case err := <-errc:
+	return nil
+}
+
+// stopFill waits for the queued copies and returns the first error.
+func (b *builder) stopFill() error {
+	close(b.jobs)
+	b.fillWG.Wait()
+	close(b.stopProgress)
+	if err := b.fillFailed(); err != nil {
 		return err
-	default:
 	}
 	if b.o.Progress != nil {
-		b.o.Progress(done.Load(), b.total)
+		b.o.Progress(b.done.Load(), b.total.Load())
 	}
-	// Times last: adding entries changed the directories' mtimes.
+	return nil
+}
+
+// setTimes gives the made inodes their sources' times. It runs last, in
+// reverse order of creation, since adding entries changed the directories'
+// mtimes.
+func (b *builder) setTimes() error {
 	for i := len(b.times) - 1; i >= 0; i-- {
 		t := b.times[i]
-		if err := f.setBuildTimes(t.n, t.atime, t.mtime, b.o.Time); err != nil {
+		if err := b.f.setBuildTimes(t.n, t.atime, t.mtime, b.o.Time); err != nil {
 			return err
 		}
 	}
@@ -506,11 +478,17 @@ func (b *builder) finish() error {
 
 // fill copies a file's data into its reserved blocks.
 func (f *FS) fill(j fillJob, buf []byte, done *atomic.Int64) error {
-	src, err := os.Open(j.src)
-	if err != nil {
-		return err
+	var src io.ReaderAt
+	if j.data != nil {
+		src = bytesReaderAt(j.data)
+	} else {
+		file, err := os.Open(j.src)
+		if err != nil {
+			return err
+		}
+		defer file.Close()
+		src = file
 	}
-	defer src.Close()
 	bs := f.blockSize
 	for _, r := range j.runs {
 		off := int64(r.logical) * bs
@@ -583,53 +561,112 @@ type Estimate struct {
 }
 
 // EstimateDir walks the host directory src and estimates what AddDir will
-// use with blocks of bs bytes.
+// use with blocks of bs bytes. Directories are read by several goroutines
+// at once (on a cold cache the walk waits on the disk).
 func EstimateDir(src string, bs int) (Estimate, error) {
-	var est Estimate
-	dirBytes := map[string]int64{}
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		est.Inodes++
-		if p != src {
-			dirBytes[filepath.Dir(p)] += int64(8 + (len(d.Name())+3)&^3)
-		}
-		var st unix.Stat_t
-		if err := unix.Lstat(p, &st); err != nil {
-			return err
-		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFREG:
-			ranges, err := hostDataRanges(p, st.Size)
-			if err != nil {
-				return err
-			}
-			var blocks uint64
-			for _, r := range ranges {
-				blocks += uint64((r.Off%int64(bs) + r.Len + int64(bs) - 1) / int64(bs))
-				est.DataBytes += r.Len
-			}
-			// Extent tree blocks: a leaf block per 340 extents, generously.
-			blocks += blocks / 32768 / 100
-			est.Blocks += blocks
-		case unix.S_IFLNK:
-			if st.Size >= 60 {
-				est.Blocks++
-			}
-		case unix.S_IFDIR:
-			dirBytes[p] += 24 // "." and ".."
-		}
-		if n, _ := unix.Llistxattr(p, nil); n > 64 {
-			est.Blocks++ // may not fit the inode
-		}
-		return nil
-	})
-	for _, b := range dirBytes {
-		// Half-full blocks after splits, and an htree index for big ones.
-		est.Blocks += uint64(b*2/int64(bs)) + 1
+	e := &estimator{bs: int64(bs), sem: make(chan struct{}, scanParallel)}
+	st, err := os.Lstat(src)
+	if err != nil {
+		return Estimate{}, err
 	}
-	return est, err
+	if !st.IsDir() {
+		return Estimate{}, fmt.Errorf("%s: not a directory", src)
+	}
+	e.inodes.Add(1)
+	if n, _ := unix.Llistxattr(src, nil); n > 64 {
+		e.blocks.Add(1)
+	}
+	e.dir(src)
+	e.wg.Wait()
+	if p := e.err.Load(); p != nil {
+		return Estimate{}, *p
+	}
+	return Estimate{Blocks: e.blocks.Load(), Inodes: e.inodes.Load(), DataBytes: e.data.Load()}, nil
+}
+
+// estimator sums what a tree needs; its counters are updated by the
+// goroutines reading the tree.
+type estimator struct {
+	bs             int64
+	sem            chan struct{} // bounds the extra goroutines
+	wg             sync.WaitGroup
+	blocks, inodes atomic.Uint64
+	data           atomic.Int64
+	err            atomic.Pointer[error]
+}
+
+func (e *estimator) fail(err error) { e.err.CompareAndSwap(nil, &err) }
+
+// dir counts directory p's entries, each in a goroutine of its own while
+// sem has room and inline otherwise (so the recursion cannot starve).
+func (e *estimator) dir(p string) {
+	d, err := os.Open(p)
+	if err != nil {
+		e.fail(err)
+		return
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		e.fail(fmt.Errorf("%s: %w", p, err))
+		return
+	}
+	dirBytes := int64(24) // "." and ".."
+	for _, name := range names {
+		if e.err.Load() != nil {
+			return
+		}
+		dirBytes += int64(8 + (len(name)+3)&^3)
+		child := filepath.Join(p, name)
+		select {
+		case e.sem <- struct{}{}:
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				defer func() { <-e.sem }()
+				e.entry(child)
+			}()
+		default:
+			e.entry(child)
+		}
+	}
+	// Half-full blocks after splits, and an htree index for big ones.
+	e.blocks.Add(uint64(dirBytes*2/e.bs) + 1)
+}
+
+// entry counts one entry below the root.
+func (e *estimator) entry(p string) {
+	e.inodes.Add(1)
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		e.fail(err)
+		return
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		ranges, err := hostDataRanges(p, st.Size)
+		if err != nil {
+			e.fail(err)
+			return
+		}
+		var blocks uint64
+		for _, r := range ranges {
+			blocks += uint64((r.Off%e.bs + r.Len + e.bs - 1) / e.bs)
+			e.data.Add(r.Len)
+		}
+		// Extent tree blocks: a leaf block per 340 extents, generously.
+		blocks += blocks / 32768 / 100
+		e.blocks.Add(blocks)
+	case unix.S_IFLNK:
+		if st.Size >= 60 {
+			e.blocks.Add(1)
+		}
+	case unix.S_IFDIR:
+		e.dir(p)
+	}
+	if n, _ := unix.Llistxattr(p, nil); n > 64 {
+		e.blocks.Add(1) // may not fit the inode
+	}
 }
 
 // SizeFor returns an image size with room for est plus a margin of
