@@ -11,14 +11,13 @@ import (
 )
 
 const (
-	modeDir     = 0o040000
-	modeFile    = 0o100000
-	ndirBlocks  = 12 // EXT2_NDIR_BLOCKS
-	indBlock    = 12 // EXT2_IND_BLOCK
-	dindBlock   = 13 // EXT2_DIND_BLOCK
-	lostFound   = "lost+found"
-	xattrMagic  = 0xEA020000 // EXT2_EXT_ATTR_MAGIC: in-inode xattr header
-	orphanMagic = 0x0B10CA04 // EXT4_ORPHAN_BLOCK_MAGIC
+	modeDir    = 0o040000
+	modeFile   = 0o100000
+	ndirBlocks = 12 // EXT2_NDIR_BLOCKS
+	indBlock   = 12 // EXT2_IND_BLOCK
+	dindBlock  = 13 // EXT2_DIND_BLOCK
+	lostFound  = "lost+found"
+	xattrMagic = 0xEA020000 // EXT2_EXT_ATTR_MAGIC: in-inode xattr header
 )
 
 // inode returns the inode record for ino, creating an all-zero one: an

@@ -4,10 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/ext4go/ext4go/internal/csum"
 	"github.com/ext4go/ext4go/internal/extent"
 	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/jbd2"
+	"github.com/ext4go/ext4go/internal/orphan"
 	"github.com/ext4go/ext4go/internal/super"
 )
 
@@ -358,26 +358,10 @@ func (f *builder) createOrphanFile() error {
 		}
 		data = m.data
 	}
+	seed := orphan.InodeSeed(f.csumSeed, ino, 0)
 	for _, b := range data {
-		blk := make([]byte, p.blockSize)
-		tail := blk[p.blockSize-8:]
-		binary.LittleEndian.PutUint32(tail, orphanMagic)
-		if p.csum() {
-			binary.LittleEndian.PutUint32(tail[4:], f.orphanBlockCsum(ino, b, blk))
-		}
-		f.blocks[b] = blk
+		f.blocks[b] = orphan.NewBlock(int(p.blockSize), p.csum(), seed, b)
 	}
 	f.newFileInode(in)
 	return nil
-}
-
-// orphanBlockCsum is ext2fs_do_orphan_file_block_csum: crc32c over the
-// inode number, generation and block number, then the inode slots.
-func (f *builder) orphanBlockCsum(ino uint32, blk uint64, b []byte) uint32 {
-	var hdr [16]byte
-	binary.LittleEndian.PutUint32(hdr[0:], ino)
-	binary.LittleEndian.PutUint32(hdr[4:], 0) // generation
-	binary.LittleEndian.PutUint64(hdr[8:], blk)
-	c := csum.CRC32C(f.csumSeed, hdr[:])
-	return csum.CRC32C(c, b[:len(b)-8])
 }
