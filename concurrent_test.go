@@ -666,8 +666,17 @@ func TestConcurrentXattrReaders(t *testing.T) {
 // TestConcurrentOrphans: files unlinked while open (orphans) and closed
 // again by many goroutines at once, while commits run all the time.
 func TestConcurrentOrphans(t *testing.T) {
+	for _, c := range []struct{ name, features string }{
+		{"list", "^orphan_file"},
+		{"orphan_file", "orphan_file"},
+	} {
+		t.Run(c.name, func(t *testing.T) { concurrentOrphans(t, c.features) })
+	}
+}
+
+func concurrentOrphans(t *testing.T, features string) {
 	image := filepath.Join(t.TempDir(), "img")
-	testutil.Mke2fs(t, image, 64<<20, "-t", "ext4", "-b", "4096")
+	testutil.Mke2fs(t, image, 64<<20, "-t", "ext4", "-b", "4096", "-O", features)
 	fsys := openRW(t, image)
 	const workers = 8
 	iters := 150

@@ -287,7 +287,8 @@ type node struct {
 	treeChanged atomic.Bool
 
 	opens    atomic.Int32               // open *File handles (an unlinked inode lives until the last closes)
-	orphan   bool                       // unlinked while open, on the orphan list; mu
+	orphan   bool                       // unlinked while open, on the orphan list or in the orphan file; mu
+	orphanAt int                        // 1 + its slot in the orphan file, 0 if on the list; mu
 	allocDir atomic.Pointer[ialloc.Dir] // the inode allocator's state of a directory
 }
 

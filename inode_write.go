@@ -226,6 +226,20 @@ func (f *FS) release(n *node, wrote bool) error {
 // mount or fsck (kernel: ext4_orphan_add). n.mu must be held.
 func (f *FS) addOrphan(h handle, n *node) error {
 	w := f.w
+	if of := w.orphanFile; of != nil {
+		idx, err := of.add(f, h, n.ino)
+		if err != nil {
+			return err
+		}
+		if idx >= 0 {
+			w.orphanMu.Lock()
+			w.fileOrphans[n] = struct{}{}
+			w.orphanMu.Unlock()
+			n.orphan, n.orphanAt = true, idx+1
+			return nil
+		}
+		// Every slot is taken: the list, as the kernel falls back to.
+	}
 	w.orphanMu.Lock()
 	defer w.orphanMu.Unlock()
 	in := editInode(n)
@@ -254,6 +268,24 @@ func (f *FS) addOrphan(h handle, n *node) error {
 // checked again once everything is held.
 func (f *FS) removeOrphan(n *node) error {
 	w := f.w
+	if n.orphanAt > 0 {
+		h, err := f.begin()
+		if err != nil {
+			return err
+		}
+		err = w.orphanFile.remove(h, n.orphanAt-1, n.ino)
+		if e := h.End(); err == nil {
+			err = e
+		}
+		if err != nil {
+			return err
+		}
+		w.orphanMu.Lock()
+		delete(w.fileOrphans, n)
+		w.orphanMu.Unlock()
+		n.orphan, n.orphanAt = false, 0
+		return nil
+	}
 	for {
 		w.orphanMu.Lock()
 		prev, err := f.orphanPrev(n)
@@ -337,12 +369,18 @@ func (f *FS) removeOrphanLocked(n, prev *node) (bool, error) {
 func (f *FS) releaseOrphans() error {
 	for {
 		f.w.orphanMu.Lock()
-		if len(f.orphans) == 0 {
-			f.w.orphanMu.Unlock()
+		var n *node
+		for o := range f.w.fileOrphans {
+			n = o
+			break
+		}
+		if n == nil && len(f.orphans) > 0 {
+			n = f.orphans[0]
+		}
+		f.w.orphanMu.Unlock()
+		if n == nil {
 			return nil
 		}
-		n := f.orphans[0]
-		f.w.orphanMu.Unlock()
 		n.mu.Lock()
 		err := f.removeOrphan(n)
 		if err == nil {

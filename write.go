@@ -32,8 +32,13 @@ type writer struct {
 
 	sbMu     sync.Mutex // protects the superblock fields writers change
 	renameMu sync.Mutex // serialises cross-directory renames (kernel: s_vfs_rename_mutex)
-	orphanMu sync.Mutex // protects the orphan list
+	orphanMu sync.Mutex // protects the orphan list and fileOrphans
 	closed   bool
+
+	// orphanFile is the orphan file (feature orphan_file), else nil;
+	// fileOrphans are the nodes recorded in it (orphanMu).
+	orphanFile  *orphanFile
+	fileOrphans map[*node]struct{}
 }
 
 type paddedMutex struct {
@@ -76,7 +81,6 @@ func (f *FS) checkWritable() error {
 		{true, super.ROCompatSharedBlocks, "shared_blocks"},
 		{true, super.ROCompatReplica, "replica"},
 		{true, super.ROCompatHasSnapshot, "snapshot"},
-		{true, super.ROCompatOrphanPresent, "orphan_present"},
 		{false, super.IncompatMMP, "mmp"},
 		{false, super.IncompatEncrypt, "encrypt"},
 		{false, super.IncompatCasefold, "casefold"},
@@ -89,8 +93,8 @@ func (f *FS) checkWritable() error {
 			return &UnsupportedError{Feature: "writing with feature " + x.what}
 		}
 	}
-	if sb.HasCompat(super.CompatOrphanFile) {
-		return &UnsupportedError{Feature: "writing with feature orphan_file"}
+	if sb.HasROCompat(super.ROCompatOrphanPresent) && !sb.HasCompat(super.CompatOrphanFile) {
+		return &CorruptError{What: "superblock", Block: 0, Detail: "ro_compat orphan_present is set without feature orphan_file; run e2fsck"}
 	}
 	if sb.HasIncompat(super.IncompatRecover) {
 		return &UnsupportedError{Feature: "journal replay", Detail: "the journal must be recovered before the filesystem can be changed"}
@@ -110,7 +114,14 @@ func (f *FS) openWriter() error {
 		return err
 	}
 	sb := f.sb
-	w := &writer{gdMu: make([]paddedMutex, len(f.groups))}
+	w := &writer{gdMu: make([]paddedMutex, len(f.groups)), fileOrphans: map[*node]struct{}{}}
+	if sb.HasCompat(super.CompatOrphanFile) {
+		of, err := f.loadOrphanFile()
+		if err != nil {
+			return err
+		}
+		w.orphanFile = of
+	}
 	f.w = w
 	geo := mballoc.Geometry{
 		BlockSize:      sb.BlockSize(),
@@ -162,6 +173,7 @@ func (f *FS) openWriter() error {
 	}
 	w.sbMu.Lock()
 	sb.State &^= super.StateValid
+	f.setOrphanPresent(true)
 	w.sbMu.Unlock()
 	if err := f.writeSuper(h); err != nil {
 		h.End()
@@ -293,6 +305,7 @@ func (f *FS) closeWriter() error {
 	}
 	w.sbMu.Lock()
 	f.sb.State |= super.StateValid
+	f.setOrphanPresent(false)
 	w.sbMu.Unlock()
 	err = f.writeSuper(h)
 	if e := h.End(); err == nil {

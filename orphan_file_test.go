@@ -1,0 +1,127 @@
+package ext4go_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/internal/orphan"
+	"github.com/ext4go/ext4go/internal/super"
+	"github.com/ext4go/ext4go/internal/testutil"
+)
+
+// orphanState reads an image's superblock and the inode numbers its orphan
+// file lists.
+func orphanState(t *testing.T, image string) (*super.Superblock, []uint32) {
+	t.Helper()
+	raw, err := os.ReadFile(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := super.Decode(raw[super.Offset : super.Offset+super.Size])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := uint64(sb.BlockSize())
+	var listed []uint32
+	blocks := strings.Fields(testutil.Debugfs(t, image, "blocks <"+strconv.Itoa(int(sb.OrphanFileInum))+">"))
+	for _, s := range blocks {
+		blk, _ := strconv.ParseUint(s, 10, 64)
+		b := raw[blk*bs : (blk+1)*bs]
+		if err := orphan.Verify(b, int(bs), sb.HasMetadataCsum(), orphan.InodeSeed(sb.ChecksumSeed(), sb.OrphanFileInum, 0), blk); err != nil {
+			t.Fatalf("orphan file block %d: %v", blk, err)
+		}
+		listed = append(listed, orphan.Used(b)...)
+	}
+	return sb, listed
+}
+
+// TestOrphanFile: files unlinked while open are recorded in the orphan file
+// (and on the orphan list once its one block is full), so that after a
+// crash e2fsck and the kernel free them; a clean close leaves both empty.
+func TestOrphanFile(t *testing.T) {
+	testutil.RequireTools(t, "mke2fs", "debugfs", "e2fsck")
+	dir := t.TempDir()
+	image := filepath.Join(dir, "img")
+	testutil.Mke2fs(t, image, 32<<20, "-t", "ext4", "-b", "1024", "-O", "orphan_file", "-E", "orphan_file_size=1")
+	fsys := openRW(t, image)
+	slots := orphan.Slots(1024)
+	const extra = 20
+	var open []*ext4go.File
+	for i := 0; i < slots+extra; i++ {
+		name := fmt.Sprintf("f%d", i)
+		f, err := fsys.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(bytes.Repeat([]byte{byte(i)}, 3000)); err != nil {
+			t.Fatal(err)
+		}
+		if err := fsys.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, f)
+	}
+	if err := fsys.Sync(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A copy now is the image a crash would leave.
+	crash := filepath.Join(dir, "crash.img")
+	testutil.Run(t, "cp", "--sparse=always", image, crash)
+	sb, listed := orphanState(t, crash)
+	if len(listed) != slots {
+		t.Fatalf("the orphan file lists %d inodes, want all %d slots used", len(listed), slots)
+	}
+	if !sb.HasROCompat(super.ROCompatOrphanPresent) {
+		t.Fatal("orphan_present is not set while open for writing")
+	}
+	if sb.LastOrphan == 0 {
+		t.Fatalf("the %d orphans past the full orphan file are not on the orphan list", extra)
+	}
+
+	// We refuse to change the crashed image, and leave it as it was.
+	before, _ := os.ReadFile(crash)
+	if _, err := ext4go.Open(crash, &ext4go.Options{Writable: true}); !errors.Is(err, ext4go.ErrUnsupported) {
+		t.Fatalf("opening a crashed image with orphans for writing: %v, want an unsupported error", err)
+	}
+	if after, _ := os.ReadFile(crash); !bytes.Equal(before, after) {
+		t.Fatal("the refused open changed the image")
+	}
+
+	// The kernel finishes the orphans at mount; e2fsck the same.
+	if ok, reason := testutil.CanMount(); ok {
+		kcopy := filepath.Join(dir, "kernel.img")
+		testutil.Run(t, "cp", "--sparse=always", crash, kcopy)
+		t.Run("kernel", func(t *testing.T) { testutil.Mount(t, kcopy, false) })
+		testutil.RequireFsckClean(t, kcopy)
+		if _, listed := orphanState(t, kcopy); len(listed) != 0 {
+			t.Fatalf("the kernel left %d inodes in the orphan file", len(listed))
+		}
+	} else {
+		t.Logf("kernel part skipped: %s", reason)
+	}
+	testutil.E2fsckFyD(t, crash)
+	testutil.RequireFsckClean(t, crash)
+
+	// Our own close frees them all and clears the flags.
+	for _, f := range open[:len(open)/2] {
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+	sb, listed = orphanState(t, image)
+	if len(listed) != 0 || sb.LastOrphan != 0 || sb.HasROCompat(super.ROCompatOrphanPresent) {
+		t.Fatalf("after close: orphan file lists %v, last orphan %d, orphan_present %v", listed, sb.LastOrphan, sb.HasROCompat(super.ROCompatOrphanPresent))
+	}
+}
