@@ -124,6 +124,16 @@ func (f *FS) freeInodeIn(h handle, n *node) error {
 	} else if !in.HasFlag(inode.FlagInlineData) && f.hasBlockMap(n, in) {
 		return &UnsupportedError{Feature: "freeing block-mapped (ext2/ext3) files", Detail: fmt.Sprintf("inode %d", n.ino)}
 	}
+	if f.inodeSize > inode.GoodOldSize {
+		// The in-inode xattrs' references to EA inodes.
+		if area, _ := xattr.IBodyArea(in.Raw, int(in.ExtraIsize)); area != nil {
+			if es, err := xattr.DecodeIBody(area, f.xattrOptions()); err == nil {
+				if err := f.eaInodeRefs(h, es, -1); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	if blk := in.ACLBlock(f.is64); blk != 0 {
 		if err := f.releaseXattrBlock(h, blk); err != nil {
 			return err
@@ -163,6 +173,7 @@ func (f *FS) hasBlockMap(n *node, in *inode.Inode) bool {
 // it with the last (kernel: ext4_xattr_release_block).
 func (f *FS) releaseXattrBlock(h handle, blk uint64) error {
 	free := false
+	var entries []xattr.Entry
 	// Under the cache's lock, so that no other inode takes a reference
 	// between our decision to free the block and its leaving the cache.
 	c := &f.xattrCache
@@ -173,12 +184,12 @@ func (f *FS) releaseXattrBlock(h handle, blk uint64) error {
 				return err
 			}
 		}
-		hdr, _, err := xattr.DecodeBlock(b, f.xattrOptions())
+		hdr, es, err := xattr.DecodeBlock(b, f.xattrOptions())
 		if err != nil {
 			return err
 		}
 		if hdr.RefCount <= 1 {
-			free = true
+			free, entries = true, es
 			return nil
 		}
 		binary.LittleEndian.PutUint32(b[4:], hdr.RefCount-1)
@@ -196,9 +207,58 @@ func (f *FS) releaseXattrBlock(h handle, blk uint64) error {
 	}
 	if free {
 		h.Forget(blk)
-		return f.w.balloc.Free(h, blk, 1, mballoc.FreeMetadata)
+		if err := f.w.balloc.Free(h, blk, 1, mballoc.FreeMetadata); err != nil {
+			return err
+		}
+		// The block's references to EA inodes go with it.
+		return f.eaInodeRefs(h, entries, -1)
 	}
 	return nil
+}
+
+// eaInodeRefs adds delta to the reference count of the EA inode of each
+// entry stored in one (kernel: ext4_xattr_inode_inc_ref_all and
+// dec_ref_all). Each xattr block, and each inode's in-inode area, holds one
+// reference per entry.
+func (f *FS) eaInodeRefs(h handle, es []xattr.Entry, delta int64) error {
+	for _, e := range es {
+		if e.ValueInum == 0 {
+			continue
+		}
+		if err := f.eaInodeRef(h, e.ValueInum, delta); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eaInodeRef adds delta to EA inode ino's reference count, kept in
+// i_ctime's seconds (high half) and i_version's low 32 bits (low half),
+// and frees the inode when no reference is left (kernel:
+// ext4_xattr_inode_update_ref). Callers hold the owning inode's lock; EA
+// inodes are locked after their owners.
+func (f *FS) eaInodeRef(h handle, ino uint32, delta int64) error {
+	n, err := f.inode(ino)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	in := editInode(n)
+	if !in.HasFlag(inode.FlagEAInode) {
+		return &CorruptError{What: "EA inode", Block: -1, Ino: ino, Detail: "an xattr refers to it but it lacks the EA_INODE flag"}
+	}
+	ref := int64(uint32(in.Ctime.Sec))<<32 | int64(uint32(in.Version))
+	ref += delta
+	switch {
+	case ref < 0:
+		return &CorruptError{What: "EA inode", Block: -1, Ino: ino, Detail: "reference count below zero"}
+	case ref == 0:
+		return f.freeInodeIn(h, n)
+	}
+	in.Ctime = inode.Timestamp{Sec: int64(uint32(ref >> 32))}
+	in.Version = in.Version&^0xffffffff | uint64(uint32(ref))
+	return f.setInode(h, n, in)
 }
 
 // release ends one use of n by an open File; the last use of an inode

@@ -139,28 +139,33 @@ func (f *FS) changeXattr(h handle, n *node, c xattrChange) error {
 	}
 	match := func(e xattr.Entry) bool { return e.Index == index && bytes.Equal(e.Name, suffix) }
 	found := false
-	drop := func(es []xattr.Entry) ([]xattr.Entry, error) {
+	// droppedInIbody is an in-inode entry removed: its EA inode, if it
+	// has one, loses the inode's reference (a block's references change
+	// with the block, in replaceXattrBlock).
+	var droppedInIbody []xattr.Entry
+	// eaBlocksDropped is the size, in blocks, of the EA inode values the
+	// inode no longer refers to: the kernel charges them to its i_blocks
+	// (and e2fsck counts them there).
+	var eaBlocksDropped int64
+	drop := func(es []xattr.Entry, inIbody bool) []xattr.Entry {
 		out := es[:0:0]
 		for _, e := range es {
 			if match(e) {
-				if e.ValueInum != 0 {
-					return nil, &UnsupportedError{Feature: "changing an xattr stored in an EA inode"}
-				}
 				found = true
+				if inIbody {
+					droppedInIbody = append(droppedInIbody, e)
+				}
+				if e.ValueInum != 0 {
+					eaBlocksDropped += (int64(e.ValueSize) + f.blockSize - 1) / f.blockSize
+				}
 				continue
 			}
 			out = append(out, e)
 		}
-		return out, nil
+		return out
 	}
-	newIbody, err := drop(ibody)
-	if err != nil {
-		return err
-	}
-	newBlock, err := drop(block)
-	if err != nil {
-		return err
-	}
+	newIbody := drop(ibody, true)
+	newBlock := drop(block, false)
 	switch {
 	case c.remove && !found:
 		return syscall.ENODATA
@@ -191,7 +196,15 @@ placed:
 		copy(area, enc)
 	}
 	if !entriesEqual(block, newBlock) || (oldBlk == 0) != (len(newBlock) == 0) {
-		if err := f.replaceXattrBlock(h, n, in, oldBlk, oldRef, newBlock); err != nil {
+		if err := f.replaceXattrBlock(h, n, in, oldBlk, oldRef, block, newBlock); err != nil {
+			return err
+		}
+	}
+	if err := f.eaInodeRefs(h, droppedInIbody, -1); err != nil {
+		return err
+	}
+	if eaBlocksDropped > 0 {
+		if err := f.addBlocks(in, -eaBlocksDropped); err != nil {
 			return err
 		}
 	}
@@ -214,7 +227,7 @@ func entriesEqual(a, b []xattr.Entry) bool {
 // replaceXattrBlock gives in the block holding es (none if es is empty),
 // sharing an identical block where one exists, and releases the old block
 // oldBlk (with refcount oldRef).
-func (f *FS) replaceXattrBlock(h handle, n *node, in *inode.Inode, oldBlk uint64, oldRef uint32, es []xattr.Entry) error {
+func (f *FS) replaceXattrBlock(h handle, n *node, in *inode.Inode, oldBlk uint64, oldRef uint32, old, es []xattr.Entry) error {
 	var newBlk uint64
 	if len(es) > 0 {
 		content, err := xattr.EncodeBlock(es, xattr.BlockParams{Size: int(f.blockSize)})
@@ -253,7 +266,9 @@ func (f *FS) replaceXattrBlock(h handle, n *node, in *inode.Inode, oldBlk uint64
 				return err
 			}
 			if inPlace {
-				return nil
+				// The entries dropped from the block drop its
+				// references to their EA inodes.
+				return f.eaInodeRefs(h, missingFrom(old, es), -1)
 			}
 		}
 		if newBlk == 0 {
@@ -278,6 +293,11 @@ func (f *FS) replaceXattrBlock(h handle, n *node, in *inode.Inode, oldBlk uint64
 				return err
 			}
 			f.xattrCache.add(hash, newBlk)
+			// A new block holds references of its own to the EA
+			// inodes of its entries.
+			if err := f.eaInodeRefs(h, es, +1); err != nil {
+				return err
+			}
 		}
 		if err := f.addBlocks(in, 1); err != nil {
 			return err
@@ -510,4 +530,22 @@ func (f *FS) uninlineDir(n *node) error {
 	}
 	f.finishDir(ed, in)
 	return f.setInode(h, n, in)
+}
+
+// missingFrom returns the entries of old that are not in cur.
+func missingFrom(old, cur []xattr.Entry) []xattr.Entry {
+	var out []xattr.Entry
+	for _, o := range old {
+		kept := false
+		for _, c := range cur {
+			if c.Index == o.Index && bytes.Equal(c.Name, o.Name) && c.ValueInum == o.ValueInum {
+				kept = true
+				break
+			}
+		}
+		if !kept {
+			out = append(out, o)
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -152,4 +153,14 @@ func hostXattrs(path string) (map[string][]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// HostXattrs returns all xattrs of host path (not following symlinks).
+func HostXattrs(t testing.TB, path string) map[string][]byte {
+	t.Helper()
+	m, err := hostXattrs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
