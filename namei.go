@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/ext4go/ext4go/internal/dir"
@@ -376,6 +377,12 @@ func (f *FS) dropLink(h handle, child *node, isDir bool) error {
 // os.O_RDONLY, O_WRONLY, O_RDWR, O_CREATE, O_EXCL, O_TRUNC and O_APPEND; a
 // file it creates gets mode perm (no umask) and owner 0:0.
 func (f *FS) OpenFile(name string, flag int, perm fs.FileMode) (*File, error) {
+	return f.openFile(name, flag, perm, 0)
+}
+
+// openFile is OpenFile; hops counts the dangling symlinks followed to
+// create their targets.
+func (f *FS) openFile(name string, flag int, perm fs.FileMode, hops int) (*File, error) {
 	acc := flag & (os.O_RDONLY | os.O_WRONLY | os.O_RDWR)
 	readable := acc == os.O_RDONLY || acc == os.O_RDWR
 	writable := acc == os.O_WRONLY || acc == os.O_RDWR
@@ -402,10 +409,19 @@ func (f *FS) OpenFile(name string, flag int, perm fs.FileMode) (*File, error) {
 			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrExist}
 		}
 		n, err := f.resolve("open", name, true)
+		if errors.Is(err, fs.ErrNotExist) {
+			// A dangling symlink: O_CREATE makes its target, as open(2)
+			// does.
+			if target, ok := f.danglingTarget(ino, name); ok {
+				if hops++; hops > maxSymlinkHops {
+					return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ELOOP}
+				}
+				return f.openFile(target, flag, perm, hops)
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
-		_ = ino
 		return f.openNode(n, name, flag, readable, writable)
 	case !errors.Is(err, fs.ErrNotExist):
 		parent.mu.Unlock()
@@ -421,6 +437,28 @@ func (f *FS) OpenFile(name string, flag int, perm fs.FileMode) (*File, error) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
 	return f.newFile(n, name, readable, writable, flag&os.O_APPEND != 0), nil
+}
+
+// danglingTarget returns the path that symlink inode ino, found at name,
+// points to, relative to the image root.
+func (f *FS) danglingTarget(ino uint32, name string) (string, bool) {
+	n, err := f.inode(ino)
+	if err != nil || !n.isSymlink() {
+		return "", false
+	}
+	t, err := f.readLink(n)
+	if err != nil || t == "" || strings.HasSuffix(t, "/") {
+		return "", false
+	}
+	if !path.IsAbs(t) {
+		t = path.Join("/", path.Dir(name), t)
+	}
+	// ".." stops at the root, as in the kernel's lookup.
+	t = strings.TrimPrefix(path.Clean(t), "/")
+	if t == "" {
+		return ".", true
+	}
+	return t, true
 }
 
 func (f *FS) openNode(n *node, name string, flag int, readable, writable bool) (*File, error) {
