@@ -19,10 +19,16 @@
 //
 // Locks, in the order they may be taken:
 //   - Manager.commitMu serialises commits;
-//   - Manager.mu protects running, the transaction states and tidCond;
+//   - Manager.mu is only for waiting (cond): Begin while a commit closes
+//     the running transaction, Commit for its handles to end;
 //   - a Transaction's dirtyMu protects its dirty set;
 //   - a cache shard's mu protects its map;
 //   - a Buffer's mu protects its data and state.
+//
+// Begin and End take no lock when no commit is closing the running
+// transaction: the running transaction is an atomic pointer and its open
+// handles an atomic count (as jbd2's t_updates), so handles on different
+// files do not serialise on the manager.
 //
 // A handle must not wait for anything that may wait for a commit (for
 // example an inode lock) while it is open: take such locks before Begin.
@@ -94,13 +100,13 @@ type Manager struct {
 	opts      Options
 	cache     cache
 
-	commitMu sync.Mutex // serialises Commit
+	commitMu sync.Mutex // serialises Commit; protects nextTID
 
-	mu      sync.Mutex // protects running and the updates/locked fields of transactions
-	cond    *sync.Cond // signalled when a transaction's updates drop to 0 or it is unlocked
-	running *Transaction
+	mu      sync.Mutex // the lock of cond
+	cond    *sync.Cond // signalled when a locked transaction's updates drop to 0 or a new one runs
+	running atomic.Pointer[Transaction]
 	nextTID uint64
-	err     error // a failed commit: the filesystem is no longer consistent on disk
+	err     atomic.Pointer[error] // a failed commit: the filesystem is no longer consistent on disk
 
 	hooksMu sync.Mutex
 	hooks   []func(tid uint64)
@@ -111,8 +117,9 @@ type Manager struct {
 // Transaction is a group of changes that reach the disk together.
 type Transaction struct {
 	tid     uint64
-	updates int  // open handles; Manager.mu
-	locked  bool // closed to new handles; Manager.mu
+	updates atomic.Int64 // open handles
+	locked  atomic.Bool  // closed to new handles by Commit
+	ndirty  atomic.Int64 // len(dirty), read without dirtyMu
 
 	dirtyMu sync.Mutex
 	dirty   map[uint64]*Buffer
@@ -136,7 +143,7 @@ func NewManager(d Device, bs int, nblocks uint64, c Committer, opts Options) *Ma
 	m := &Manager{dev: d, bs: bs, nblocks: nblocks, committer: c, opts: opts, nextTID: 1}
 	m.cond = sync.NewCond(&m.mu)
 	m.cache.init(opts.CacheBlocks)
-	m.running = m.newTransaction()
+	m.running.Store(m.newTransaction())
 	return m
 }
 
@@ -167,17 +174,38 @@ type Handle struct {
 // Begin opens a handle in the running transaction, waiting while a commit
 // is closing it.
 func (m *Manager) Begin() (*Handle, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for m.running.locked {
-		m.cond.Wait()
+	for {
+		if err := m.Err(); err != nil {
+			return nil, err
+		}
+		t := m.running.Load()
+		if !t.locked.Load() {
+			t.updates.Add(1)
+			// Commit sets locked before it reads updates, and we read
+			// locked after adding ours (both sequentially consistent):
+			// either Commit sees our handle and waits for it, or we
+			// see locked and back out.
+			if !t.locked.Load() {
+				return &Handle{m: m, t: t}, nil
+			}
+			m.endUpdate(t)
+		}
+		m.mu.Lock()
+		for m.running.Load() == t && t.locked.Load() {
+			m.cond.Wait()
+		}
+		m.mu.Unlock()
 	}
-	if m.err != nil {
-		return nil, m.err
+}
+
+// endUpdate ends one open handle of t, waking a commit waiting for the
+// last.
+func (m *Manager) endUpdate(t *Transaction) {
+	if t.updates.Add(-1) == 0 && t.locked.Load() {
+		m.mu.Lock()
+		m.cond.Broadcast()
+		m.mu.Unlock()
 	}
-	t := m.running
-	t.updates++
-	return &Handle{m: m, t: t}, nil
 }
 
 // TID returns the number of the transaction the handle belongs to.
@@ -226,6 +254,7 @@ func (h *Handle) modify(nr uint64, fresh bool, fn func(b []byte) error) error {
 		b.tx = h.t
 		h.t.dirtyMu.Lock()
 		h.t.dirty[nr] = b
+		h.t.ndirty.Store(int64(len(h.t.dirty)))
 		h.t.dirtyMu.Unlock()
 	}
 	b.mu.Unlock()
@@ -245,6 +274,7 @@ func (h *Handle) Forget(nr uint64) {
 	if b.tx == h.t {
 		h.t.dirtyMu.Lock()
 		delete(h.t.dirty, nr)
+		h.t.ndirty.Store(int64(len(h.t.dirty)))
 		h.t.dirtyMu.Unlock()
 		b.tx = nil
 	}
@@ -260,24 +290,14 @@ func (h *Handle) End() error {
 	}
 	h.ended = true
 	m := h.m
-	m.mu.Lock()
-	h.t.updates--
-	if h.t.updates == 0 {
-		m.cond.Broadcast()
-	}
-	big := !h.t.locked && m.running == h.t && h.t.dirtyLen() >= m.opts.MaxDirty
-	m.mu.Unlock()
+	t := h.t
+	m.endUpdate(t)
+	big := t.ndirty.Load() >= int64(m.opts.MaxDirty) && !t.locked.Load() && m.running.Load() == t
 	if big && m.committing.CompareAndSwap(false, true) {
 		defer m.committing.Store(false)
 		return m.Commit()
 	}
 	return nil
-}
-
-func (t *Transaction) dirtyLen() int {
-	t.dirtyMu.Lock()
-	defer t.dirtyMu.Unlock()
-	return len(t.dirty)
 }
 
 // Read returns a copy of block nr's current content.
@@ -341,15 +361,14 @@ func (m *Manager) buffer(nr uint64, read bool) (*Buffer, error) {
 func (m *Manager) Commit() error {
 	m.commitMu.Lock()
 	defer m.commitMu.Unlock()
+	if err := m.Err(); err != nil {
+		return err
+	}
 
 	m.mu.Lock()
-	if m.err != nil {
-		m.mu.Unlock()
-		return m.err
-	}
-	t := m.running
-	t.locked = true
-	for t.updates > 0 {
+	t := m.running.Load()
+	t.locked.Store(true)
+	for t.updates.Load() > 0 {
 		m.cond.Wait()
 	}
 	// No handle can change t's blocks now: freeze them.
@@ -366,7 +385,7 @@ func (m *Manager) Commit() error {
 	}
 	t.dirty = nil
 	t.dirtyMu.Unlock()
-	m.running = m.newTransaction()
+	m.running.Store(m.newTransaction())
 	m.cond.Broadcast()
 	m.mu.Unlock()
 
@@ -381,9 +400,8 @@ func (m *Manager) Commit() error {
 		b.mu.Unlock()
 	}
 	if err != nil {
-		m.mu.Lock()
-		m.err = fmt.Errorf("%w: %v", ErrAborted, err)
-		m.mu.Unlock()
+		aborted := fmt.Errorf("%w: %v", ErrAborted, err)
+		m.err.CompareAndSwap(nil, &aborted)
 		return err
 	}
 	m.hooksMu.Lock()
@@ -398,7 +416,8 @@ func (m *Manager) Commit() error {
 
 // Err returns the error that aborted the manager, if any.
 func (m *Manager) Err() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.err
+	if p := m.err.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
