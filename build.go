@@ -73,13 +73,14 @@ func OpenForBuild(path string) (*FS, error) {
 	return openPath(path, &Options{Writable: true}, true)
 }
 
-// fillJob is a regular file whose blocks are allocated and whose data a
-// worker copies from the source: from data when the scan read it, else
-// from the file src.
+// fillJob is a regular file, or a part of one, whose blocks are allocated
+// and whose data a worker copies into them: from data (bytes base… of the
+// file) when the source was read already, else from the host file src.
 type fillJob struct {
 	src  string
 	data []byte
-	size int64
+	base int64
+	size int64 // the file's size
 	runs []run
 }
 
@@ -94,8 +95,9 @@ type builder struct {
 	times []pendingTimes       // set last, directories after their contents
 	scan  *hostScan
 
-	jobs         chan fillJob // nil until startFill
-	fillWG       sync.WaitGroup
+	jobs         chan fillJob          // nil until startFill
+	fillWG       sync.WaitGroup        // the workers
+	pending      sync.WaitGroup        // the jobs queued and not yet done
 	fillErr      atomic.Pointer[error] // the first worker error
 	done, total  atomic.Int64          // bytes of file data copied and queued
 	stopProgress chan struct{}
@@ -330,13 +332,26 @@ func (b *builder) reserveHostFile(n *node, h *hostEntry) error {
 	if err != nil {
 		return err
 	}
+	b.queue(fillJob{src: h.path, data: h.data, size: size, runs: runs})
+	return nil
+}
+
+// queue hands a job to the fill workers.
+func (b *builder) queue(j fillJob) {
 	var total int64
-	for _, r := range runs {
+	for _, r := range j.runs {
 		total += int64(r.length) * b.f.blockSize
 	}
 	b.total.Add(total)
-	b.jobs <- fillJob{src: h.path, data: h.data, size: size, runs: runs}
-	return nil
+	b.pending.Add(1)
+	b.jobs <- j
+}
+
+// drainFill waits until every queued job is done: before blocks that a
+// queued job writes can be freed (a tar entry replacing an earlier file).
+func (b *builder) drainFill() error {
+	b.pending.Wait()
+	return b.fillFailed()
 }
 
 // reserve maps written blocks over the block-aligned cover of ranges and
@@ -414,13 +429,13 @@ func (b *builder) startFill() {
 			defer b.fillWG.Done()
 			buf := make([]byte, 1<<20)
 			for j := range b.jobs {
-				if b.fillErr.Load() != nil {
-					continue // drain: the walk stops at its next entry
-				}
-				if err := b.f.fill(j, buf, &b.done); err != nil {
-					err = fmt.Errorf("%s: %w", j.src, err)
-					b.fillErr.CompareAndSwap(nil, &err)
-				}
+				if b.fillErr.Load() == nil {
+					if err := b.f.fill(j, buf, &b.done); err != nil {
+						err = fmt.Errorf("%s: %w", j.src, err)
+						b.fillErr.CompareAndSwap(nil, &err)
+					}
+				} // else drain: the walk stops at its next entry
+				b.pending.Done()
 			}
 		}()
 	}
@@ -480,7 +495,7 @@ func (b *builder) setTimes() error {
 func (f *FS) fill(j fillJob, buf []byte, done *atomic.Int64) error {
 	var src io.ReaderAt
 	if j.data != nil {
-		src = bytesReaderAt(j.data)
+		src = bytesReaderAt{j.data, j.base}
 	} else {
 		file, err := os.Open(j.src)
 		if err != nil {

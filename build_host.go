@@ -215,14 +215,18 @@ func readHostXattrs(p string) []hostXattr {
 	return out
 }
 
-// bytesReaderAt serves a small file's data read while scanning.
-type bytesReaderAt []byte
+// bytesReaderAt serves file data already read: bytes base… of the file.
+type bytesReaderAt struct {
+	data []byte
+	base int64
+}
 
 func (b bytesReaderAt) ReadAt(p []byte, off int64) (int, error) {
-	if off >= int64(len(b)) {
+	off -= b.base
+	if off < 0 || off >= int64(len(b.data)) {
 		return 0, io.EOF
 	}
-	n := copy(p, b[off:])
+	n := copy(p, b.data[off:])
 	if n < len(p) {
 		return n, io.EOF
 	}

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -271,4 +272,63 @@ func TestBuildTarRefusesEscape(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.RequireFsckClean(t, image)
+}
+
+// TestBuildTarReplaces: a later tar entry replaces an earlier one of the
+// same name even while the earlier file's data is still being copied (its
+// blocks are freed and reused), sparse and multi-chunk files included.
+func TestBuildTarReplaces(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	data := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rnd.Uint32())
+		}
+		return b
+	}
+	sparse := make([]byte, 3<<20) // a hole in the middle chunk
+	copy(sparse, data(100<<10))
+	copy(sparse[(5<<20)/2:], data(200<<10))
+	type entry struct {
+		name string
+		body []byte
+	}
+	entries := []entry{
+		{"a", data(2<<20 + 123)},
+		{"s", sparse},
+		{"b", data(5000)},
+		{"a", data(3<<20 + 7)}, // replaces a
+		{"s", data(4096)},      // replaces s
+		{"c", data(1 << 20)},
+		{"a", data(10)},
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		if err := tw.WriteHeader(&tar.Header{Name: e.name, Mode: 0o644, Size: int64(len(e.body)), Typeflag: tar.TypeReg, ModTime: buildTime}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(e.body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	image := buildImage(t, "", &buf, 64<<20, 4096)
+	testutil.RequireFsckClean(t, image)
+	want := map[string][]byte{}
+	for _, e := range entries {
+		want[e.name] = e.body
+	}
+	fsys := openImage(t, image)
+	for name, body := range want {
+		got, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, body) {
+			t.Errorf("%s: %d bytes differ from the last entry's %d", name, len(got), len(body))
+		}
+	}
 }
