@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/orphan"
 	"github.com/ext4go/ext4go/internal/super"
 )
@@ -57,7 +58,7 @@ func (f *FS) loadOrphanFile() (*orphanFile, error) {
 	of := &orphanFile{
 		blocks: make([]orphanBlock, count),
 		slots:  orphan.Slots(int(bs)),
-		seed:   orphan.InodeSeed(sb.ChecksumSeed(), ino, in.Generation),
+		seed:   inode.Seed(sb.ChecksumSeed(), ino, in.Generation),
 		csum:   sb.HasMetadataCsum(),
 	}
 	mapped := uint64(0)

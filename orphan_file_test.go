@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/orphan"
 	"github.com/ext4go/ext4go/internal/super"
 	"github.com/ext4go/ext4go/internal/testutil"
@@ -34,7 +35,7 @@ func orphanState(t *testing.T, image string) (*super.Superblock, []uint32) {
 	for _, s := range blocks {
 		blk, _ := strconv.ParseUint(s, 10, 64)
 		b := raw[blk*bs : (blk+1)*bs]
-		if err := orphan.Verify(b, int(bs), sb.HasMetadataCsum(), orphan.InodeSeed(sb.ChecksumSeed(), sb.OrphanFileInum, 0), blk); err != nil {
+		if err := orphan.Verify(b, int(bs), sb.HasMetadataCsum(), inode.Seed(sb.ChecksumSeed(), sb.OrphanFileInum, 0), blk); err != nil {
 			t.Fatalf("orphan file block %d: %v", blk, err)
 		}
 		listed = append(listed, orphan.Used(b)...)

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/testutil"
 )
 
@@ -156,7 +157,7 @@ func runImageCase(t *testing.T, c imageCase, seed uint64) {
 
 	im := loadImage(t, img)
 	st := im.stat(t, "/d")
-	seedCsum := inodeSeed(im.fsSeed, st.ino, st.gen)
+	seedCsum := inode.Seed(im.fsSeed, st.ino, st.gen)
 	var phys []uint64
 	for _, w := range strings.Fields(string(im.debugfs(t, "blocks /d"))) {
 		v, err := strconv.ParseUint(w, 10, 64)

@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/ext4go/ext4go/internal/csum"
+	"github.com/ext4go/ext4go/internal/inode"
 )
 
 const (
@@ -148,14 +149,6 @@ func (im *image) stat(t testing.TB, path string) dirInode {
 	}
 }
 
-func inodeSeed(fsSeed, ino, gen uint32) uint32 {
-	var b [4]byte
-	binary.LittleEndian.PutUint32(b[:], ino)
-	c := csum.CRC32C(fsSeed, b[:])
-	binary.LittleEndian.PutUint32(b[:], gen)
-	return csum.CRC32C(c, b[:])
-}
-
 // dir returns a Dir reading path's blocks from the image.
 func (im *image) dir(t testing.TB, path string) *Dir {
 	t.Helper()
@@ -176,7 +169,7 @@ func (im *image) dir(t testing.TB, path string) *Dir {
 		Format:   im.f,
 		NBlocks:  uint32(len(phys)),
 		Indexed:  st.flags&0x1000 != 0,
-		CsumSeed: inodeSeed(im.fsSeed, st.ino, st.gen),
+		CsumSeed: inode.Seed(im.fsSeed, st.ino, st.gen),
 		Ino:      st.ino,
 		Read: func(lblk uint32) ([]byte, error) {
 			p := phys[lblk] * bs

@@ -358,7 +358,7 @@ func (f *builder) createOrphanFile() error {
 		}
 		data = m.data
 	}
-	seed := orphan.InodeSeed(f.csumSeed, ino, 0)
+	seed := inode.Seed(f.csumSeed, ino, 0)
 	for _, b := range data {
 		f.blocks[b] = orphan.NewBlock(int(p.blockSize), p.csum(), seed, b)
 	}

@@ -5,7 +5,7 @@
 // Each block of the file is an array of little-endian 32-bit inode numbers
 // (0 is a free slot) followed by an 8-byte tail: the magic number and, with
 // metadata_csum, a crc32c of the slots seeded with the orphan file inode's
-// checksum seed and the block's number (kernel: fs/ext4/orphan.c,
+// checksum seed (inode.Seed) and the block's number (kernel: fs/ext4/orphan.c,
 // struct ext4_orphan_block_tail). The package does no I/O and keeps no
 // state.
 package orphan
@@ -28,16 +28,6 @@ const (
 // Slots returns the inode slots of a block of blockSize bytes (kernel:
 // ext4_inodes_per_orphan_block).
 func Slots(blockSize int) int { return (blockSize - TailSize) / 4 }
-
-// InodeSeed is an inode's checksum seed: crc32c of its number and
-// generation seeded with the filesystem's seed (kernel: ei->i_csum_seed).
-func InodeSeed(fsSeed, ino, generation uint32) uint32 {
-	var b [4]byte
-	binary.LittleEndian.PutUint32(b[:], ino)
-	c := csum.CRC32C(fsSeed, b[:])
-	binary.LittleEndian.PutUint32(b[:], generation)
-	return csum.CRC32C(c, b[:])
-}
 
 // Checksum is the checksum of orphan block b stored at physical block
 // blk, for the orphan file inode whose checksum seed is seed (kernel:

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/super"
 	"github.com/ext4go/ext4go/internal/testutil"
 )
@@ -38,7 +39,7 @@ func TestMke2fsBlocks(t *testing.T) {
 			bs := int(sb.BlockSize())
 			ino := sb.OrphanFileInum
 			withCsum := sb.HasMetadataCsum()
-			seed := InodeSeed(sb.ChecksumSeed(), ino, 0)
+			seed := inode.Seed(sb.ChecksumSeed(), ino, 0)
 			blocks := strings.Fields(testutil.Debugfs(t, image, "blocks <"+strconv.Itoa(int(ino))+">"))
 			if len(blocks) == 0 {
 				t.Fatal("orphan file has no blocks")
