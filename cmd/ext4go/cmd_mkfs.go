@@ -34,15 +34,16 @@ func runMkfs(e *env, args []string) error {
 	sizeFlag := fl.String("size", "", "image size (e.g. 512M, 20G); default: the device, or fit the content with -margin")
 	bs := fl.Int("b", 0, "block size: 1024, 2048 or 4096 (default as mke2fs; 4096 when sizing to the content)")
 	inodeSize := fl.Int("I", 0, "inode size (default 256)")
+	usageTypes := fl.String("T", "", "usage types of mke2fs.conf, comma-separated (floppy, small, default, big, huge, news, largefile, largefile4, hurd)")
 	ratio := fl.Int("i", 0, "bytes per inode")
 	inodes := fl.Uint64("N", 0, "number of inodes")
 	flex := fl.Int("G", 0, "groups per flex group")
 	reserved := fl.Float64("m", -1, "reserved blocks percentage (default 5)")
 	label := fl.String("L", "", "volume label")
 	uuidFlag := fl.String("U", "", "filesystem UUID")
-	ext := fl.String("E", "", "extended options: hash_seed=UUID, root_owner=UID:GID")
+	ext := fl.String("E", "", "extended options: hash_seed=UUID, root_owner=UID:GID, resize=BLOCKS, orphan_file_size=BLOCKS")
 	features := fl.String("O", "", "features to add, or remove with ^ (comma-separated)")
-	journal := fl.Int("J", 0, "journal size in MiB (0: mke2fs's default)")
+	journal := fl.String("J", "", "journal size in MiB, as N or size=N (default: mke2fs's)")
 	srcDir := fl.String("d", "", "copy this directory's contents into the new filesystem")
 	srcTar := fl.String("tar", "", "extract this tar file (- for standard input) into the new filesystem")
 	uid := fl.Int("uid", -1, "owner of every file (default: the source's)")
@@ -62,7 +63,14 @@ func runMkfs(e *env, args []string) error {
 	}
 	image := fl.Arg(0)
 	o := ext4go.MkfsOptions{FsType: *fsType, BlockSize: *bs, InodeSize: *inodeSize, BytesPerInode: *ratio,
-		InodeCount: *inodes, FlexBGSize: *flex, Label: *label, Features: *features, JournalMiB: *journal}
+		InodeCount: *inodes, FlexBGSize: *flex, Label: *label, Features: *features, UsageTypes: *usageTypes}
+	if *journal != "" {
+		mib, err := strconv.Atoi(strings.TrimPrefix(*journal, "size="))
+		if err != nil || mib <= 0 {
+			return usagef("-J wants a size in MiB (N or size=N), not %q", *journal)
+		}
+		o.JournalMiB = mib
+	}
 	if *reserved >= 0 {
 		o.ReservedPercent = reserved
 	}
@@ -93,6 +101,18 @@ func runMkfs(e *env, args []string) error {
 				return usagef("-E root_owner wants UID:GID")
 			}
 			o.RootUID, o.RootGID = uint32(u), uint32(g)
+		case "resize":
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return usagef("-E resize wants a block count")
+			}
+			o.ResizeMax = n
+		case "orphan_file_size":
+			n, err := strconv.ParseUint(v, 10, 32)
+			if err != nil {
+				return usagef("-E orphan_file_size wants a block count")
+			}
+			o.OrphanFileBlocks = uint32(n)
 		default:
 			return usagef("-E: unknown extended option %q", k)
 		}
@@ -162,8 +182,8 @@ func runMkfs(e *env, args []string) error {
 		}
 		journalBytes := int64(0)
 		if *fsType != "ext2" && !strings.Contains(*features, "^has_journal") {
-			journalBytes = int64(max(*journal, 4)) << 20
-			if *journal == 0 {
+			journalBytes = int64(max(o.JournalMiB, 4)) << 20
+			if o.JournalMiB == 0 {
 				journalBytes = defaultJournalBytes(est, o.BlockSize)
 			}
 		}

@@ -116,3 +116,40 @@ func TestMkfsBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestMkfsMke2fsOptions: -T, -J size=, and the -E options give the layout
+// mke2fs gives for the same command line (dumpe2fs compared, times aside).
+func TestMkfsMke2fsOptions(t *testing.T) {
+	testutil.RequireTools(t, "mke2fs", "dumpe2fs")
+	dir := t.TempDir()
+	args := []string{"-T", "largefile", "-J", "size=8", "-E", "orphan_file_size=4,resize=200000", "-O", "orphan_file",
+		"-U", "01234567-89ab-cdef-0123-456789abcdef"}
+	ours, theirs := filepath.Join(dir, "ours.img"), filepath.Join(dir, "theirs.img")
+	mustCLI(t, append(append([]string{"mkfs", "-q", "-size", "300M"}, args...), ours)...)
+	if f, err := os.Create(theirs); err != nil {
+		t.Fatal(err)
+	} else {
+		f.Close()
+	}
+	if err := os.Truncate(theirs, 300<<20); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Run(t, "mke2fs", append(append([]string{"-q", "-F", "-t", "ext4"}, args...), theirs)...)
+	testutil.RequireFsckClean(t, ours)
+	dump := func(img string) string {
+		var keep []string
+		for _, l := range strings.Split(testutil.Run(t, "dumpe2fs", img), "\n") {
+			if !strings.Contains(l, "time") && !strings.Contains(l, "created") && !strings.Contains(l, "checked") &&
+				!strings.Contains(l, "csum") && !strings.Contains(l, "Checksum") && !strings.Contains(l, "Hash Seed") {
+				keep = append(keep, l)
+			}
+		}
+		return strings.Join(keep, "\n")
+	}
+	if a, b := dump(ours), dump(theirs); a != b {
+		t.Fatalf("dumpe2fs differs:\n--- ext4go\n%s\n--- mke2fs\n%s", a, b)
+	}
+	if code, _, stderr := cli("", "mkfs", "-q", "-size", "10M", "-T", "tiny", filepath.Join(dir, "x.img")); code != 1 || !strings.Contains(stderr, "unknown usage type") {
+		t.Fatalf("-T tiny: exit %d, %s", code, stderr)
+	}
+}

@@ -143,6 +143,17 @@ func TestOptionsMatchMke2fs(t *testing.T) {
 		{"sparse2-trim", 1048692 << 10, Options{BlockSize: 1024, Features: "^has_journal,^metadata_csum,sparse_super2", InodeCount: 63, FlexBGSize: 4},
 			[]string{"-b", "1024", "-O", "^has_journal,^metadata_csum,sparse_super2", "-N", "63", "-G", "4"}},
 		{"ext3-orphan", 64 * miB, Options{FsType: "ext3", Features: "orphan_file"}, []string{"-t", "ext3", "-O", "orphan_file"}},
+		{"T-largefile", 300 * miB, Options{UsageTypes: "largefile"}, []string{"-T", "largefile"}},
+		{"T-largefile4-1G", 1 * giB, Options{UsageTypes: "largefile4"}, []string{"-T", "largefile4"}},
+		{"T-news", 64 * miB, Options{UsageTypes: "news"}, []string{"-T", "news"}},
+		{"T-small-big", 1 * giB, Options{UsageTypes: "small"}, []string{"-T", "small"}},
+		{"T-floppy", 64 * miB, Options{UsageTypes: "floppy"}, []string{"-T", "floppy"}},
+		{"T-huge-small", 64 * miB, Options{UsageTypes: "huge"}, []string{"-T", "huge"}},
+		{"T-hurd", 64 * miB, Options{UsageTypes: "hurd", FsType: "ext2"}, []string{"-T", "hurd", "-t", "ext2"}},
+		{"T-small,largefile", 300 * miB, Options{UsageTypes: "small,largefile"}, []string{"-T", "small,largefile"}},
+		{"T-largefile,small", 300 * miB, Options{UsageTypes: "largefile,small"}, []string{"-T", "largefile,small"}},
+		{"T-default", 64 * miB, Options{UsageTypes: "default"}, []string{"-T", "default"}},
+		{"T-news-i", 64 * miB, Options{UsageTypes: "news", BytesPerInode: 8192, BlockSize: 2048}, []string{"-T", "news", "-i", "8192", "-b", "2048"}},
 	}
 	for _, c := range cases {
 		if testing.Short() && c.size > giB {

@@ -31,8 +31,15 @@ type Options struct {
 	BlockSize int
 
 	// InodeSize is the on-disk inode size (mke2fs -I): a power of two from
-	// 128 to the block size; 0 means 256.
+	// 128 to the block size; 0 means 256 (128 for usage type hurd).
 	InodeSize int
+
+	// UsageTypes is mke2fs -T: a comma-separated list of the usage types of
+	// e2fsprogs' default mke2fs.conf (floppy, small, default, big, huge,
+	// news, largefile, largefile4, hurd), applied in order, instead of the
+	// type the size picks. They set the block size, inode ratio and (hurd)
+	// inode size where the options above leave them 0.
+	UsageTypes string
 
 	// BytesPerInode is the inode ratio (mke2fs -i); 0 picks it from the usage
 	// type: 8192 floppy, 4096 small, 16384 default, 32768 big (>= 4 TiB),

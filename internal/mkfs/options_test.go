@@ -29,6 +29,8 @@ func TestBadOptions(t *testing.T) {
 		{"inode size above block", Options{BlockSize: 1024, InodeSize: 2048}, "InodeSize"},
 		{"inline with 128-byte inodes", Options{InodeSize: 128, Features: "inline_data"}, "InodeSize"},
 		{"unknown feature", Options{Features: "has_journal,turbo"}, "Features"},
+		{"unknown usage type", Options{UsageTypes: "small,tiny"}, "UsageTypes"},
+		{"empty usage type", Options{UsageTypes: "small,"}, "UsageTypes"},
 		{"meta_bg with resize_inode", Options{Features: "meta_bg"}, "Features"},
 		{"64bit without extents", Options{Features: "^extent"}, "Features"},
 		{"csum seed without csum", Options{Features: "metadata_csum_seed,^metadata_csum"}, "Features"},

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ext4go/ext4go/internal/fserr"
@@ -57,18 +58,56 @@ func (p *plan) metaBG() bool         { return p.has(super.KindIncompat, super.In
 func (p *plan) descPerBlock() uint32 { return p.blockSize / p.descSize }
 func (p *plan) addrPerBlock() uint32 { return p.blockSize / 4 }
 
-// usage types of /etc/mke2fs.conf: blocksize and inode_ratio overrides.
+// usage types of e2fsprogs 1.47's default /etc/mke2fs.conf: blocksize,
+// inode_ratio and inode_size overrides (0: not set; a blocksize of -1, as
+// largefile has, means the default).
 type usageType struct {
 	blockSize  int
 	inodeRatio int
+	inodeSize  int
 }
 
 var usageTypes = map[string]usageType{
-	"floppy":  {1024, 8192},
-	"small":   {1024, 4096},
-	"default": {0, 0},
-	"big":     {0, 32768},
-	"huge":    {0, 65536},
+	"floppy":     {1024, 8192, 0},
+	"small":      {1024, 4096, 0},
+	"default":    {0, 0, 0},
+	"big":        {0, 32768, 0},
+	"huge":       {0, 65536, 0},
+	"news":       {0, 4096, 0},
+	"largefile":  {-1, 1048576, 0},
+	"largefile4": {-1, 4194304, 0},
+	"hurd":       {4096, 0, 128},
+}
+
+// usageTypeNames lists the usage types -T accepts.
+func usageTypeNames() string {
+	return strings.Join(slices.Sorted(maps.Keys(usageTypes)), ", ")
+}
+
+// mergeUsageTypes applies a comma-separated list of usage types in order,
+// a later one's settings overriding an earlier one's (mke2fs -T, read
+// through the profile).
+func mergeUsageTypes(list string) (usageType, error) {
+	var ut usageType
+	for _, name := range strings.Split(list, ",") {
+		t, ok := usageTypes[name]
+		if !ok {
+			return usageType{}, optErr("UsageTypes", "unknown usage type %q (known: %s)", name, usageTypeNames())
+		}
+		if t.blockSize != 0 {
+			ut.blockSize = t.blockSize
+		}
+		if t.inodeRatio != 0 {
+			ut.inodeRatio = t.inodeRatio
+		}
+		if t.inodeSize != 0 {
+			ut.inodeSize = t.inodeSize
+		}
+	}
+	if ut.blockSize < 0 {
+		ut.blockSize = 0
+	}
+	return ut, nil
 }
 
 const (
@@ -206,6 +245,10 @@ func (p *plan) pickFeatures(o Options, size int64) (usageType, error) {
 	case o.JournalBlocks != 0 || o.JournalMiB != 0:
 		p.feat[super.KindCompat] |= super.CompatHasJournal // like -J
 	}
+	if o.UsageTypes != "" {
+		// -T replaces the type the size picks.
+		return mergeUsageTypes(o.UsageTypes)
+	}
 	return usageTypes[usage], nil
 }
 
@@ -280,6 +323,9 @@ func (p *plan) pickInodes(o Options, ut usageType) (uint32, error) {
 	isz := o.InodeSize
 	if isz == 0 {
 		isz = defaultInodeSize
+		if ut.inodeSize != 0 {
+			isz = ut.inodeSize
+		}
 	} else if isz < super.GoodOldInodeSize || isz > bs || isz&(isz-1) != 0 {
 		return 0, optErr("InodeSize", "invalid inode size %d (a power of two, min %d, max %d)", isz, super.GoodOldInodeSize, bs)
 	}
