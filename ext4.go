@@ -32,6 +32,10 @@ type Options struct {
 	// devices) until Close, which must be called to write everything back
 	// and mark the filesystem clean.
 	Writable bool
+	// UID and GID own the inodes OpenFile, Mkdir, Symlink and Mknod make
+	// (default 0:0, root); in a setgid directory the group is the
+	// directory's, as on Linux.
+	UID, GID uint32
 }
 
 // FS is an opened ext4 filesystem. All methods are safe for concurrent use.

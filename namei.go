@@ -429,7 +429,7 @@ func (f *FS) openFile(name string, flag int, perm fs.FileMode, hops int) (*File,
 	}
 	var n *node
 	err = f.retryAlloc(func() (err error) {
-		n, err = f.create(parent, base, newEntry{mode: 0x8000 | unixPerm(perm)})
+		n, err = f.create(parent, base, newEntry{mode: 0x8000 | unixPerm(perm), uid: f.opts.UID, gid: f.opts.GID})
 		return err
 	})
 	parent.mu.Unlock()
@@ -514,7 +514,7 @@ func (f *FS) mknodAt(op, name string, e newEntry) error {
 
 // Mkdir creates a directory with mode perm (no umask), owned by 0:0.
 func (f *FS) Mkdir(name string, perm fs.FileMode) error {
-	return f.mknodAt("mkdir", name, newEntry{mode: 0x4000 | unixPerm(perm)})
+	return f.mknodAt("mkdir", name, newEntry{mode: 0x4000 | unixPerm(perm), uid: f.opts.UID, gid: f.opts.GID})
 }
 
 // MkdirAll creates a directory and any missing parents, as os.MkdirAll.
@@ -544,7 +544,7 @@ func (f *FS) Symlink(target, name string) error {
 	if target == "" {
 		return &fs.PathError{Op: "symlink", Path: name, Err: syscall.ENOENT}
 	}
-	return f.mknodAt("symlink", name, newEntry{mode: 0xA000 | 0o777, target: target})
+	return f.mknodAt("symlink", name, newEntry{mode: 0xA000 | 0o777, target: target, uid: f.opts.UID, gid: f.opts.GID})
 }
 
 // Mknod creates a device node, fifo or socket: mode holds the S_IF* type
@@ -557,5 +557,5 @@ func (f *FS) Mknod(name string, mode uint32, dev uint64) error {
 	default:
 		return &fs.PathError{Op: "mknod", Path: name, Err: syscall.EINVAL}
 	}
-	return f.mknodAt("mknod", name, newEntry{mode: uint16(mode), rdev: dev})
+	return f.mknodAt("mknod", name, newEntry{mode: uint16(mode), rdev: dev, uid: f.opts.UID, gid: f.opts.GID})
 }

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/ext4go/ext4go"
@@ -74,5 +75,69 @@ func TestWriteBasic(t *testing.T) {
 			}
 			_ = fs.ErrExist
 		})
+	}
+}
+
+// TestNewInodeOwner: Options.UID/GID own what OpenFile, Mkdir, Symlink and
+// Mknod make; a setgid directory gives its group (and, to directories, the
+// bit), as the kernel does.
+func TestNewInodeOwner(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 32<<20, "-t", "ext4")
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, UID: 1000, GID: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := fsys.Create("file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(fsys.Mkdir("dir", 0o755))
+	must(fsys.Symlink("file", "link"))
+	must(fsys.Mknod("fifo", 0x1000|0o644, 0))
+	must(fsys.Mkdir("sg", 0o755))
+	must(fsys.Chown("sg", 1000, 555))
+	must(fsys.Chmod("sg", fs.ModeDir|fs.ModeSetgid|0o775))
+	must(fsys.Mkdir("sg/sub", 0o755))
+	sf, err := fsys.Create("sg/f")
+	must(err)
+	sf.Close()
+	must(fsys.Close())
+	testutil.RequireFsckClean(t, image)
+
+	want := map[string][2]uint32{"file": {1000, 100}, "dir": {1000, 100}, "link": {1000, 100}, "fifo": {1000, 100},
+		"sg/sub": {1000, 555}, "sg/f": {1000, 555}}
+	ro := openImage(t, image)
+	for name, w := range want {
+		fi, err := ro.Lstat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*ext4go.Stat)
+		if st.UID != w[0] || st.GID != w[1] {
+			t.Errorf("%s: owner %d:%d, want %d:%d", name, st.UID, st.GID, w[0], w[1])
+		}
+	}
+	if fi, _ := ro.Lstat("sg/sub"); fi.Mode()&fs.ModeSetgid == 0 {
+		t.Error("sg/sub did not inherit the setgid bit")
+	}
+	if ok, _ := testutil.CanMount(); ok {
+		mnt := testutil.Mount(t, image, true)
+		for name, w := range want {
+			var st syscall.Stat_t
+			if err := syscall.Lstat(filepath.Join(mnt, name), &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Uid != w[0] || st.Gid != w[1] {
+				t.Errorf("kernel: %s owned by %d:%d, want %d:%d", name, st.Uid, st.Gid, w[0], w[1])
+			}
+		}
 	}
 }
