@@ -362,7 +362,7 @@ func (f *FS) reserve(n *node, size int64, ranges []Range) ([]run, error) {
 	if err := f.checkDataWritable(n); err != nil {
 		return nil, err
 	}
-	if size > f.maxFileSize() {
+	if size > f.maxFileSize(n) {
 		return nil, syscall.EFBIG
 	}
 	bs := f.blockSize

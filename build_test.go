@@ -38,8 +38,15 @@ func buildImage(t *testing.T, src string, tr io.Reader, size int64, bs int) stri
 // buildImageWorkers is buildImage with BuildOptions.Workers set.
 func buildImageWorkers(t *testing.T, src string, tr io.Reader, size int64, bs, workers int) string {
 	t.Helper()
+	return buildImageOpts(t, src, tr, ext4go.MkfsOptions{Size: size, BlockSize: bs}, workers)
+}
+
+// buildImageOpts is buildImage with the filesystem made with mo.
+func buildImageOpts(t *testing.T, src string, tr io.Reader, mo ext4go.MkfsOptions, workers int) string {
+	t.Helper()
 	image := filepath.Join(t.TempDir(), "built.img")
-	err := ext4go.Mkfs(image, ext4go.MkfsOptions{Size: size, BlockSize: bs, UUID: buildUUID, HashSeed: buildSeed, CreationTime: buildTime})
+	mo.UUID, mo.HashSeed, mo.CreationTime = buildUUID, buildSeed, buildTime
+	err := ext4go.Mkfs(image, mo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,11 +71,16 @@ func buildImageWorkers(t *testing.T, src string, tr io.Reader, size int64, bs, w
 }
 
 func TestBuildFromDir(t *testing.T) {
-	for _, bs := range []int{4096, 1024} {
-		t.Run(map[int]string{4096: "4k", 1024: "1k"}[bs], func(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		bs     int
+		fsType string
+	}{{"4k", 4096, ""}, {"1k", 1024, ""}, {"4k-ext3", 4096, "ext3"}, {"1k-ext2", 1024, "ext2"}} {
+		bs := c.bs
+		t.Run(c.name, func(t *testing.T) {
 			src := testutil.SourceDir(t)
 			testutil.GenTree(t, src, testutil.TreeSpec{Preset: "all", Seed: 7, BlockSize: bs})
-			image := buildImage(t, src, nil, 256<<20, bs)
+			image := buildImageOpts(t, src, nil, ext4go.MkfsOptions{Size: 256 << 20, BlockSize: bs, FsType: c.fsType}, 0)
 			testutil.RequireFsckClean(t, image)
 			co := testutil.MountCompareOptions()
 			co.Meta = meta

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/ext4go/ext4go/internal/blockmap"
 	"github.com/ext4go/ext4go/internal/extent"
 	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/mballoc"
@@ -23,6 +24,10 @@ type extStore struct {
 	ino   uint32
 	n     *node // set by FS.editor
 	delta int64 // blocks allocated minus blocks freed
+	// nodes are blocks allocated ahead for the indirect blocks a block
+	// map insert will need (so they sit just before their data); AllocNode
+	// hands them out first.
+	nodes []uint64
 }
 
 // treeChanged notes that the extent tree of s.n changed outside i_block
@@ -48,6 +53,11 @@ func (s *extStore) WriteNode(pblk uint64, b []byte) error {
 }
 
 func (s *extStore) AllocNode(goal uint64) (uint64, error) {
+	if len(s.nodes) > 0 {
+		p := s.nodes[0]
+		s.nodes = s.nodes[1:]
+		return p, nil
+	}
 	e, err := s.f.w.balloc.Allocate(s.h, mballoc.Request{Inode: s.ino, Len: 1, Goal: goal})
 	if err != nil {
 		return 0, err
@@ -75,14 +85,71 @@ func (s *extStore) FreeData(pblk uint64, n uint32) error {
 	return nil
 }
 
-// editor returns an extent editor over in's i_block.
-func (f *FS) editor(n *node, in *inode.Inode, s *extStore) *extent.Editor {
+// fileMap is how the write path changes a file's (or directory's) block
+// mapping: its extent tree, or the block map of an inode without
+// EXTENTS_FL (ext2/ext3).
+type fileMap interface {
+	Lookup(lblk uint32) (extent.Mapping, error)
+	// Insert maps a hole; Neighbours gives allocation goals.
+	Insert(x extent.Extent) error
+	Neighbours(lblk uint32) (left, right *extent.Extent, err error)
+	// Remove unmaps [from, to) and frees the blocks.
+	Remove(from, to uint32) error
+	// Convert flips blocks between unwritten and written (extents only).
+	Convert(from, n uint32, toWritten bool) error
+}
+
+type extentMap struct{ *extent.Editor }
+
+func (m extentMap) Lookup(lblk uint32) (extent.Mapping, error) { return m.Tree().Lookup(lblk) }
+
+// blockMap is a block-mapped inode's map as a fileMap. Block maps have no
+// unwritten blocks: Insert of an unwritten extent and Convert are refused
+// (fallocate refuses first, as the kernel's does).
+type blockMap struct{ *blockmap.Editor }
+
+func (m blockMap) Lookup(lblk uint32) (extent.Mapping, error) {
+	mp, err := m.Editor.Lookup(lblk)
+	if errors.Is(err, blockmap.ErrOutOfRange) {
+		return extent.Mapping{}, syscall.EFBIG
+	}
+	return extent.Mapping{Logical: lblk, Len: mp.Len, Physical: mp.Physical}, err
+}
+
+func (m blockMap) Insert(x extent.Extent) error {
+	if x.Unwritten {
+		return syscall.EOPNOTSUPP
+	}
+	err := m.Editor.Insert(x.Logical, x.Start, uint32(x.Len))
+	if errors.Is(err, blockmap.ErrOutOfRange) {
+		return syscall.EFBIG
+	}
+	return err
+}
+
+func (m blockMap) Neighbours(lblk uint32) (left, right *extent.Extent, err error) {
+	if p := m.Neighbour(lblk); p != 0 {
+		left = &extent.Extent{Logical: lblk - 1, Len: 1, Start: p}
+	}
+	return left, nil, nil
+}
+
+func (m blockMap) Convert(from, n uint32, toWritten bool) error { return syscall.EOPNOTSUPP }
+
+// editor returns the editor of in's block mapping.
+func (f *FS) editor(n *node, in *inode.Inode, s *extStore) fileMap {
 	s.n = n
-	return &extent.Editor{
+	if !in.HasFlag(inode.FlagExtents) {
+		return blockMap{&blockmap.Editor{
+			Root: &in.Block, Store: s, BlockSize: int(f.blockSize), Ino: n.ino,
+			FirstDataBlock: uint64(f.sb.FirstDataBlock), BlocksCount: f.sb.BlocksCount(),
+		}}
+	}
+	return extentMap{&extent.Editor{
 		Root: &in.Block, Store: s, BlockSize: int(f.blockSize),
 		Csum: f.csum, Seed: inode.Seed(f.seed, n.ino, in.Generation), Ino: n.ino,
 		FirstDataBlock: uint64(f.sb.FirstDataBlock), BlocksCount: f.sb.BlocksCount(),
-	}
+	}}
 }
 
 // addBlocks moves in's i_blocks by delta filesystem blocks.
@@ -94,9 +161,21 @@ func (f *FS) addBlocks(in *inode.Inode, delta int64) error {
 	return in.SetSectors(uint64(sectors), uint32(f.blockSize), f.hugeFile)
 }
 
-// maxFileSize is the largest size of an extent-mapped file (kernel:
-// ext4_max_size): 2^32-1 blocks.
-func (f *FS) maxFileSize() int64 { return (1<<32 - 1) * f.blockSize }
+// maxFileSize is the largest size of a file (kernel: ext4_max_size): 2^32-1
+// blocks with extents; with a block map, what the map can address and,
+// without huge_file, what i_blocks can count (kernel:
+// ext4_max_bitmap_size, here without its allowance for indirect blocks
+// in i_blocks, which only matters for files of almost 2 TiB).
+func (f *FS) maxFileSize(n *node) int64 {
+	if n.in().HasFlag(inode.FlagExtents) {
+		return (1<<32 - 1) * f.blockSize
+	}
+	size := int64(blockmap.MaxBlocks(int(f.blockSize))) * f.blockSize
+	if !f.hugeFile {
+		size = min(size, (1<<32-1)*512-int64(blockmap.MaxBlocks(int(f.blockSize))/uint64(f.blockSize/4)+3)*f.blockSize)
+	}
+	return size
+}
 
 // checkDataWritable refuses data changes ext4go cannot make to n.
 func (f *FS) checkDataWritable(n *node) error {
@@ -108,12 +187,6 @@ func (f *FS) checkDataWritable(n *node) error {
 		return syscall.EPERM
 	case in.HasFlag(inode.FlagVerity) || in.HasFlag(inode.FlagEncrypt):
 		return syscall.EPERM
-	}
-	if in.HasFlag(inode.FlagInlineData) {
-		return nil // converted on the first write
-	}
-	if !in.HasFlag(inode.FlagExtents) {
-		return &UnsupportedError{Feature: "writing block-mapped (ext2/ext3) files", Detail: fmt.Sprintf("inode %d has no extent tree", n.ino)}
 	}
 	return nil
 }
@@ -129,7 +202,7 @@ func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite bool) (int, erro
 		return 0, syscall.EINVAL
 	}
 	end := off + int64(len(p))
-	if end > f.maxFileSize() || end < off {
+	if end > f.maxFileSize(n) || end < off {
 		return 0, syscall.EFBIG
 	}
 	if len(p) == 0 {
@@ -193,7 +266,7 @@ func (f *FS) writeChunk(n *node, p []byte, pos int64, openForWrite bool) (int, e
 	defer h.End()
 	s := &extStore{f: f, h: h, ino: n.ino}
 	ed := f.editor(n, in, s)
-	mp, err := ed.Tree().Lookup(uint32(lblk))
+	mp, err := ed.Lookup(uint32(lblk))
 	if err != nil {
 		return 0, err
 	}
@@ -239,10 +312,16 @@ func (f *FS) writeChunk(n *node, p []byte, pos int64, openForWrite bool) (int, e
 // write them (before they are mapped: data=ordered), maps them as one
 // written or unwritten extent and counts them in in's i_blocks. On failure
 // the blocks are given back.
-func (f *FS) mapNew(h handle, in *inode.Inode, s *extStore, ed *extent.Editor, req mballoc.Request, unwritten bool, fill func(mballoc.Extent) error) (mballoc.Extent, error) {
+func (f *FS) mapNew(h handle, in *inode.Inode, s *extStore, ed fileMap, req mballoc.Request, unwritten bool, fill func(mballoc.Extent) error) (mballoc.Extent, error) {
 	f.setNeighbours(ed, &req)
+	if bm, ok := ed.(blockMap); ok {
+		if err := f.placeIndirect(s, bm, &req); err != nil {
+			return mballoc.Extent{}, err
+		}
+	}
 	ext, err := f.allocData(h, req)
 	if err != nil {
+		f.dropNodes(s)
 		return ext, err
 	}
 	if fill != nil {
@@ -251,6 +330,7 @@ func (f *FS) mapNew(h handle, in *inode.Inode, s *extStore, ed *extent.Editor, r
 	if err == nil {
 		err = ed.Insert(extent.Extent{Logical: uint32(req.Logical), Len: ext.Len, Start: ext.Start, Unwritten: unwritten})
 	}
+	f.dropNodes(s)
 	if err != nil {
 		f.w.balloc.Free(h, ext.Start, uint64(ext.Len), 0)
 		return ext, err
@@ -258,8 +338,58 @@ func (f *FS) mapNew(h handle, in *inode.Inode, s *extStore, ed *extent.Editor, r
 	return ext, f.addBlocks(in, s.delta+int64(ext.Len))
 }
 
+// placeIndirect prepares a block-mapped allocation the way ext2/ext3 lay
+// files out: the request stops where the pointer array holding its first
+// block ends, and the indirect blocks that array still needs are allocated
+// first, next to the data before them, so that the data follows them and
+// the file reads (and e2fsck counts it) as contiguous. Block-mapped files
+// get no preallocation.
+func (f *FS) placeIndirect(s *extStore, bm blockMap, req *mballoc.Request) error {
+	lblk := uint32(req.Logical)
+	req.Len = uint32(min(uint64(req.Len), bm.ArrayEnd(lblk)-uint64(lblk)))
+	// Preallocation would hold the blocks after the data for the file's
+	// next data, where its indirect blocks belong.
+	req.Flags |= mballoc.FlagNoPrealloc
+	k, err := bm.NewNodes(lblk)
+	if err != nil || k == 0 {
+		return err
+	}
+	goal := req.Goal
+	if req.LeftPhysical != 0 {
+		goal = req.LeftPhysical + 1
+	}
+	for i := 0; i < k; i++ {
+		e, err := f.w.balloc.Allocate(s.h, mballoc.Request{Inode: s.ino, Len: 1, Goal: goal, Flags: mballoc.FlagTryGoal})
+		if err != nil {
+			f.dropNodes(s)
+			var ns *mballoc.NoSpaceError
+			if errors.As(err, &ns) {
+				return syscall.ENOSPC
+			}
+			return err
+		}
+		s.nodes = append(s.nodes, e.Start)
+		s.delta++
+		goal = e.Start + 1
+	}
+	// The data goes right after them.
+	req.LeftLogical, req.LeftPhysical = uint64(lblk)-1, goal-1
+	req.Goal = goal
+	req.Flags |= mballoc.FlagTryGoal
+	return nil
+}
+
+// dropNodes frees the indirect blocks allocated ahead and not used.
+func (f *FS) dropNodes(s *extStore) {
+	for _, p := range s.nodes {
+		f.w.balloc.Free(s.h, p, 1, mballoc.FreeMetadata)
+		s.delta--
+	}
+	s.nodes = nil
+}
+
 // setNeighbours fills req's neighbour hints from the extent tree.
-func (f *FS) setNeighbours(ed *extent.Editor, req *mballoc.Request) {
+func (f *FS) setNeighbours(ed fileMap, req *mballoc.Request) {
 	left, right, err := ed.Neighbours(uint32(req.Logical))
 	if err != nil {
 		return
@@ -320,7 +450,7 @@ func (f *FS) zeroData(n *node, in *inode.Inode, from, to int64) error {
 	ed := f.editor(n, in, s)
 	for pos := from; pos < to; {
 		lblk := uint64(pos / bs)
-		mp, err := ed.Tree().Lookup(uint32(lblk))
+		mp, err := ed.Lookup(uint32(lblk))
 		if err != nil {
 			return err
 		}
@@ -360,7 +490,7 @@ func (f *FS) truncate(n *node, size int64) error {
 	if size < 0 {
 		return syscall.EINVAL
 	}
-	if size > f.maxFileSize() {
+	if size > f.maxFileSize(n) {
 		return syscall.EFBIG
 	}
 	if n.in().HasFlag(inode.FlagInlineData) {
@@ -423,8 +553,11 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 		return syscall.EOPNOTSUPP // as Linux: punch needs KEEP_SIZE, excludes ZERO_RANGE
 	}
 	end := off + length
-	if end > f.maxFileSize() || end < off {
+	if end > f.maxFileSize(n) || end < off {
 		return syscall.EFBIG
+	}
+	if !n.in().HasFlag(inode.FlagExtents) && !n.in().HasFlag(inode.FlagInlineData) && mode&FallocPunchHole == 0 {
+		return syscall.EOPNOTSUPP // as Linux: preallocation needs extents; punching does not
 	}
 	if n.in().HasFlag(inode.FlagInlineData) {
 		if err := f.uninlineFile(n); err != nil {
@@ -487,7 +620,7 @@ func (f *FS) fallocChunk(n *node, lblk, last uint64) (uint64, error) {
 	defer h.End()
 	s := &extStore{f: f, h: h, ino: n.ino}
 	ed := f.editor(n, in, s)
-	mp, err := ed.Tree().Lookup(uint32(lblk))
+	mp, err := ed.Lookup(uint32(lblk))
 	if err != nil {
 		return 0, err
 	}

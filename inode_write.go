@@ -117,12 +117,10 @@ func (f *FS) freeInodeIn(h handle, n *node) error {
 	f.w.balloc.DiscardInodePrealloc(n.ino)
 	in := editInode(n)
 	s := &extStore{f: f, h: h, ino: n.ino}
-	if in.HasFlag(inode.FlagExtents) && !in.HasFlag(inode.FlagInlineData) {
+	if !in.HasFlag(inode.FlagInlineData) && (in.HasFlag(inode.FlagExtents) || f.hasBlockMap(n, in)) {
 		if err := f.editor(n, in, s).Remove(0, extent.MaxLogical); err != nil {
 			return err
 		}
-	} else if !in.HasFlag(inode.FlagInlineData) && f.hasBlockMap(n, in) {
-		return &UnsupportedError{Feature: "freeing block-mapped (ext2/ext3) files", Detail: fmt.Sprintf("inode %d", n.ino)}
 	}
 	if f.inodeSize > inode.GoodOldSize {
 		// The in-inode xattrs' references to EA inodes.

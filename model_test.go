@@ -21,6 +21,7 @@ package ext4go_test
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +50,8 @@ type modelConfig struct {
 	args      []string // extra mke2fs arguments
 	inode128  bool     // 128-byte inodes: whole-second times, no in-inode xattrs
 	bigDir    bool     // run the 10k-entry directory phase
+	blockMap  bool     // no extent feature: files are block-mapped (fallocate only punches)
+	fsType    string   // mke2fs -t (default ext4)
 }
 
 var modelConfigs = []modelConfig{
@@ -60,6 +63,8 @@ var modelConfigs = []modelConfig{
 	{name: "4k-inline", blockSize: 4096, args: []string{"-O", "inline_data"}},
 	{name: "1k-fewinodes", blockSize: 1024, args: []string{"-N", "160"}},
 	{name: "4k-inode128", blockSize: 4096, args: []string{"-I", "128"}, inode128: true},
+	{name: "4k-ext3", blockSize: 4096, fsType: "ext3", blockMap: true},
+	{name: "1k-ext2", blockSize: 1024, fsType: "ext2", blockMap: true, bigDir: true},
 }
 
 const (
@@ -469,7 +474,8 @@ func newModelRun(t *testing.T, cfg modelConfig, seed uint64) *modelRun {
 		t.Cleanup(func() { f.Close() })
 		r.trace = f
 	}
-	args := append([]string{"-t", "ext4", "-b", strconv.Itoa(cfg.blockSize)}, cfg.args...)
+	fsType := cmp.Or(cfg.fsType, "ext4")
+	args := append([]string{"-t", fsType, "-b", strconv.Itoa(cfg.blockSize)}, cfg.args...)
 	testutil.Mke2fs(t, r.image, modelImageSize, args...)
 
 	// The fresh image's root and free counts.
@@ -1870,6 +1876,9 @@ func (r *modelRun) opFallocate() {
 		off, want = r.maxFileSize(), syscall.EFBIG
 	}
 	end := off + n
+	if want == 0 && r.cfg.blockMap && mode&ext4go.FallocPunchHole == 0 {
+		want = syscall.EOPNOTSUPP // as Linux: preallocation needs extents
+	}
 	if want == 0 && mode&ext4go.FallocPunchHole == 0 {
 		a, b := r.blocksOf(off, end)
 		if r.blocks+(b-a) > r.blockLimit {

@@ -48,7 +48,7 @@ func (s *dirStore) physical(lblk uint32) (uint64, error) {
 		}
 		return runs[i].physical + uint64(lblk) - runs[i].logical, nil
 	}
-	mp, err := s.f.editor(s.n, s.in, s.es).Tree().Lookup(lblk)
+	mp, err := s.f.editor(s.n, s.in, s.es).Lookup(lblk)
 	if err != nil || mp.Hole() || mp.Unwritten {
 		return 0, err
 	}
@@ -80,9 +80,6 @@ func (s *dirStore) WriteBlock(lblk uint32, b []byte) error {
 
 func (s *dirStore) AppendBlock() (uint32, error) {
 	f := s.f
-	if !s.in.HasFlag(inode.FlagExtents) {
-		return 0, &UnsupportedError{Feature: "growing block-mapped (ext2/ext3) directories", Detail: fmt.Sprintf("inode %d", s.n.ino)}
-	}
 	lblk := uint32(s.in.Size / uint64(f.blockSize))
 	ed := f.editor(s.n, s.in, s.es)
 	req := mballoc.Request{Inode: s.n.ino, Logical: uint64(lblk), Len: 1}
