@@ -1,6 +1,7 @@
 package blockmap
 
 import (
+	"bytes"
 	"errors"
 	"math/rand/v2"
 	"testing"
@@ -212,4 +213,42 @@ func TestArrayEndAndNewNodes(t *testing.T) {
 	if got, _ := e.NewNodes(12 + 256 + 256); got != 1 {
 		t.Errorf("NewNodes in the next leaf under the same double indirect block = %d, want 1", got)
 	}
+}
+
+// fuzzStore serves every block from fuzz input and accepts every change.
+type fuzzStore struct {
+	data []byte
+	bs   int
+	next uint64
+}
+
+func (s *fuzzStore) ReadNode(p uint64) ([]byte, error) {
+	b := make([]byte, s.bs)
+	if len(s.data) > 0 {
+		for i := range b {
+			b[i] = s.data[(int(p)*7+i)%len(s.data)]
+		}
+	}
+	return b, nil
+}
+func (s *fuzzStore) WriteNode(uint64, []byte) error   { return nil }
+func (s *fuzzStore) AllocNode(uint64) (uint64, error) { s.next++; return 1000 + s.next, nil }
+func (s *fuzzStore) FreeNode(uint64) error            { return nil }
+func (s *fuzzStore) FreeData(uint64, uint32) error    { return nil }
+
+// FuzzEditor: inserts and removes on a map read from arbitrary bytes end
+// without panics, with the map's pointers checked against the filesystem.
+func FuzzEditor(f *testing.F) {
+	f.Add(make([]byte, RootSize+16), uint32(0), uint32(5))
+	f.Add(bytes.Repeat([]byte{1, 2, 0, 0}, 40), uint32(12), uint32(300))
+	f.Fuzz(func(t *testing.T, data []byte, from, n uint32) {
+		var root [RootSize]byte
+		copy(root[:], data)
+		rest := data[min(len(data), RootSize):]
+		e := &Editor{Root: &root, Store: &fuzzStore{data: rest, bs: 1024}, BlockSize: 1024, BlocksCount: 1 << 20}
+		e.Insert(from%100000, 5000, n%600)
+		e.NewNodes(from)
+		e.Remove(from%70000, from%70000+n)
+		e.Remove(0, 1<<32-1)
+	})
 }
