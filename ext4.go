@@ -130,8 +130,16 @@ func newFS(d dev.Device, opts *Options, reproducible bool) (*FS, error) {
 		return nil, &CorruptError{What: "superblock", Block: 0,
 			Detail: fmt.Sprintf("filesystem of %d bytes does not fit the %d-byte device", end, d.Size())}
 	}
-	f.tm = txn.NewManager(d, int(f.blockSize), sb.BlocksCount(),
-		&txn.InPlace{Dev: d, BlockSize: int(f.blockSize)}, txn.Options{})
+	commit := &txn.InPlace{Dev: d, BlockSize: int(f.blockSize)}
+	var topts txn.Options
+	if reproducible {
+		// Building an image: only the final state matters (Close syncs
+		// once), and a small cache keeps memory flat however many files
+		// the source has.
+		commit.NoSync = true
+		topts = txn.Options{MaxDirty: 4096, CacheBlocks: 8192}
+	}
+	f.tm = txn.NewManager(d, int(f.blockSize), sb.BlocksCount(), commit, topts)
 	if err := f.loadGroups(); err != nil {
 		return nil, err
 	}
@@ -252,6 +260,9 @@ func (f *FS) Close() error {
 	var err error
 	if f.w != nil {
 		err = f.closeWriter()
+		if err == nil && f.reproducible {
+			err = f.dev.Sync() // the commits of a build do not sync
+		}
 	}
 	if e := f.dev.Close(); err == nil {
 		err = e

@@ -257,6 +257,7 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 	pin := editInode(parent)
 	ds := f.newDirStore(h, parent, pin)
 	ed := f.dirEditor(ds)
+	ed.NameChecked = true // looked up above, under parent.mu
 	if err := ed.Add(dir.Entry{Inode: child.ino, Name: []byte(name), FileType: f.fileType(e.mode)}); err != nil {
 		return undo(err)
 	}

@@ -43,6 +43,10 @@ type Editor struct {
 	// DefHashVersion is s_def_hash_version, the hash a new htree root gets
 	// (HashLegacy, HashHalfMD4 or HashTea).
 	DefHashVersion uint8
+	// NameChecked says the caller has just looked the name up and not
+	// found it, with the directory locked: Add then skips its own htree
+	// lookup (an insert still refuses a name in the leaf it writes).
+	NameChecked bool
 }
 
 // Dir returns a read-only view of the directory that reads through the
@@ -384,10 +388,12 @@ func (e *Editor) writeIndex(r *DxRoot, fr frame, es []DxEntry) error {
 // pass and the path is never stale.
 func (e *Editor) dxAdd(ent Entry) error {
 	d := e.Dir()
-	if _, err := d.DxLookup(ent.Name); err == nil {
-		return fmt.Errorf("dir: %q: %w", ent.Name, fs.ErrExist)
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
+	if !e.NameChecked {
+		if _, err := d.DxLookup(ent.Name); err == nil {
+			return fmt.Errorf("dir: %q: %w", ent.Name, fs.ErrExist)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
 	// Each restart adds a level or splits one index block; the depth
 	// bounds how many a single Add needs.
