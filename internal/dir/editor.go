@@ -288,6 +288,33 @@ func hashVersionOK(v uint8) bool {
 	return v == HashLegacy || v == HashHalfMD4 || v == HashTea
 }
 
+// splitBlocks hashes entries (with hash version eff), adds the hashed
+// entries more, splits them in two by hash and encodes each half as a leaf
+// block; hash2 is the first hash of the upper half (kernel: dx_make_map,
+// dx_sort_map and do_split).
+func (e *Editor) splitBlocks(entries []Entry, eff int, more ...hashedEntry) (lo, hi []byte, hash2 uint32, err error) {
+	es := make([]hashedEntry, 0, len(entries)+len(more))
+	for _, x := range entries {
+		h, _, err := hashName(x.Name, eff, e.HashSeed)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		es = append(es, hashedEntry{x, h})
+	}
+	es = append(es, more...)
+	loEs, hiEs, hash2, err := splitByHash(es, &e.Format)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if lo, err = EncodeBlock(e.Format, loEs, e.CsumSeed); err != nil {
+		return nil, nil, 0, err
+	}
+	if hi, err = EncodeBlock(e.Format, hiEs, e.CsumSeed); err != nil {
+		return nil, nil, 0, err
+	}
+	return lo, hi, hash2, nil
+}
+
 // makeIndexed turns the full one-block directory whose block 0 holds slots
 // into an htree holding ent too (kernel: make_indexed_dir + do_split): the
 // entries after ".." and ent are split by hash into new blocks 1 and 2, and
@@ -297,23 +324,7 @@ func (e *Editor) makeIndexed(slots []Slot, ent Entry) error {
 		return fmt.Errorf("dir: default hash version %d cannot start an htree", e.DefHashVersion)
 	}
 	eff := EffectiveVersion(e.DefHashVersion, e.HashUnsigned)
-	var es []hashedEntry
-	for _, x := range append(Used(slots[2:]), ent) {
-		h, _, err := hashName(x.Name, eff, e.HashSeed)
-		if err != nil {
-			return err
-		}
-		es = append(es, hashedEntry{x, h})
-	}
-	lo, hi, hash2, err := splitByHash(es, &e.Format)
-	if err != nil {
-		return err
-	}
-	b1, err := EncodeBlock(e.Format, lo, e.CsumSeed)
-	if err != nil {
-		return err
-	}
-	b2, err := EncodeBlock(e.Format, hi, e.CsumSeed)
+	b1, b2, hash2, err := e.splitBlocks(append(Used(slots[2:]), ent), eff)
 	if err != nil {
 		return err
 	}
@@ -457,24 +468,7 @@ func (e *Editor) splitLeaf(r *DxRoot, parent frame, lblk uint32, b []byte, ent h
 	if err != nil {
 		return fserr.At(err, int64(lblk), e.Ino)
 	}
-	var es []hashedEntry
-	for _, x := range blk.Entries() {
-		h, _, err := hashName(x.Name, eff, e.HashSeed)
-		if err != nil {
-			return err
-		}
-		es = append(es, hashedEntry{x, h})
-	}
-	es = append(es, ent)
-	lo, hi, hash2, err := splitByHash(es, &e.Format)
-	if err != nil {
-		return err
-	}
-	lb, err := EncodeBlock(e.Format, lo, e.CsumSeed)
-	if err != nil {
-		return err
-	}
-	hb, err := EncodeBlock(e.Format, hi, e.CsumSeed)
+	lb, hb, hash2, err := e.splitBlocks(blk.Entries(), eff, ent)
 	if err != nil {
 		return err
 	}
