@@ -225,25 +225,28 @@ func runMkfs(e *env, args []string) error {
 // filesystem of roughly the content's size (ext2fs_default_journal_size).
 func defaultJournalBytes(est ext4go.Estimate, bs int) int64 {
 	blocks := est.Blocks * 12 / 10
-	switch {
-	case blocks < 2048:
-		return 0
-	case blocks < 32768:
-		return 1024 * int64(bs)
-	case blocks < 256*1024:
-		return 4096 * int64(bs)
-	case blocks < 512*1024:
-		return 8192 * int64(bs)
-	case blocks < 4096*1024:
-		return 16384 * int64(bs)
-	case blocks < 8192*1024:
-		return 32768 * int64(bs)
-	case blocks < 16384*1024:
-		return 65536 * int64(bs)
-	case blocks < 32768*1024:
-		return 131072 * int64(bs)
+	for _, s := range journalSteps {
+		if blocks < s.fsBlocks {
+			return s.journalBlocks * int64(bs)
+		}
 	}
 	return 262144 * int64(bs)
+}
+
+// journalSteps are ext2fs_default_journal_size's steps: a filesystem of
+// fewer than fsBlocks blocks gets a journal of journalBlocks blocks.
+var journalSteps = []struct {
+	fsBlocks      uint64
+	journalBlocks int64
+}{
+	{2048, 0},
+	{32768, 1024},
+	{256 * 1024, 4096},
+	{512 * 1024, 8192},
+	{4096 * 1024, 16384},
+	{8192 * 1024, 32768},
+	{16384 * 1024, 65536},
+	{32768 * 1024, 131072},
 }
 
 // derivedUUID makes a stable UUID from SOURCE_DATE_EPOCH, so reproducible

@@ -167,24 +167,17 @@ func printEntry(w io.Writer, fsys *ext4go.FS, name string, fi fs.FileInfo, long 
 	fmt.Fprintln(w, line)
 }
 
+// typeLetters are ls -l's letters for the file types of an i_mode; other
+// types show as '?'.
+var typeLetters = map[uint16]byte{
+	0x8000: '-', 0x4000: 'd', 0xA000: 'l', 0x2000: 'c', 0x6000: 'b', 0x1000: 'p', 0xC000: 's',
+}
+
 // modeString formats an i_mode like ls -l.
 func modeString(m uint16) string {
 	b := []byte("?rwxrwxrwx")
-	switch m & 0xF000 {
-	case 0x8000:
-		b[0] = '-'
-	case 0x4000:
-		b[0] = 'd'
-	case 0xA000:
-		b[0] = 'l'
-	case 0x2000:
-		b[0] = 'c'
-	case 0x6000:
-		b[0] = 'b'
-	case 0x1000:
-		b[0] = 'p'
-	case 0xC000:
-		b[0] = 's'
+	if c, ok := typeLetters[m&0xF000]; ok {
+		b[0] = c
 	}
 	for i := 0; i < 9; i++ {
 		if m&(1<<(8-i)) == 0 {
