@@ -7,6 +7,7 @@ import (
 
 	"github.com/ext4go/ext4go/internal/csum"
 	"github.com/ext4go/ext4go/internal/extent"
+	"github.com/ext4go/ext4go/internal/fserr"
 	"github.com/ext4go/ext4go/internal/ialloc"
 	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/mballoc"
@@ -109,6 +110,60 @@ func (f *FS) freeInode(n *node) error {
 		err = e
 	}
 	return err
+}
+
+// checkFreeable reads what freeing n will go through — its extent tree or
+// block map, its xattrs and the EA inodes they name — so that a corrupt
+// structure stops the unlink that would free n before anything changes,
+// instead of failing half way through the free (kernel: the checks
+// ext4_ext_remove_space and ext4_xattr_delete_inode make, which there mark
+// the filesystem as having errors). n.mu is held.
+func (f *FS) checkFreeable(n *node) error {
+	in := n.in()
+	if !in.HasFlag(inode.FlagInlineData) && (in.HasFlag(inode.FlagExtents) || f.hasBlockMap(n, in)) {
+		if _, err := f.mapping(n); err != nil {
+			return err
+		}
+	}
+	var es []xattr.Entry
+	if f.inodeSize > inode.GoodOldSize {
+		if area, _ := xattr.IBodyArea(in.Raw, int(in.ExtraIsize)); area != nil {
+			ibody, err := xattr.DecodeIBody(area, f.xattrOptions())
+			if err != nil {
+				return fserr.At(err, -1, n.ino)
+			}
+			es = ibody
+		}
+	}
+	if blk := in.ACLBlock(f.is64); blk != 0 {
+		b, err := f.readBlock(blk, "xattr block")
+		if err != nil {
+			return err
+		}
+		if f.csum && !f.opts.IgnoreChecksums {
+			if err := xattr.VerifyBlockChecksum(b, blk, f.seed); err != nil {
+				return fserr.At(err, int64(blk), n.ino)
+			}
+		}
+		_, block, err := xattr.DecodeBlock(b, f.xattrOptions())
+		if err != nil {
+			return fserr.At(err, int64(blk), n.ino)
+		}
+		es = append(es, block...)
+	}
+	for _, e := range es {
+		if e.ValueInum == 0 {
+			continue
+		}
+		ea, err := f.inode(e.ValueInum)
+		if err != nil {
+			return err
+		}
+		if !ea.in().HasFlag(inode.FlagEAInode) {
+			return &CorruptError{What: "EA inode", Block: -1, Ino: e.ValueInum, Detail: fmt.Sprintf("xattr of inode %d refers to it but it lacks the EA_INODE flag", n.ino)}
+		}
+	}
+	return nil
 }
 
 // freeInodeIn releases an inode with no links and no open files, in h:

@@ -56,6 +56,11 @@ func (f *FS) removeEntry(parent *node, base string) error {
 			return syscall.ENOTEMPTY
 		}
 	}
+	if isDir || cin.LinksCount <= 1 {
+		if err := f.checkFreeable(child); err != nil {
+			return err
+		}
+	}
 	if parent.in().HasFlag(inode.FlagInlineData) {
 		if err := f.uninlineDir(parent); err != nil {
 			return err

@@ -169,6 +169,11 @@ func (f *FS) rename(oldname, newname string, flags int) error {
 		!(f.sb.HasROCompat(super.ROCompatDirNlink) && newParent.in().HasFlag(inode.FlagIndex)) {
 		return syscall.EMLINK
 	}
+	if dst != nil && flags&RenameExchange == 0 && (dst.isDir() || dst.in().LinksCount <= 1) {
+		if err := f.checkFreeable(dst); err != nil {
+			return err
+		}
+	}
 	for _, p := range []*node{oldParent, newParent} {
 		if p.in().HasFlag(inode.FlagInlineData) {
 			if err := f.uninlineDir(p); err != nil {
