@@ -2,12 +2,14 @@ package ext4go_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ext4go/ext4go"
 	"github.com/ext4go/ext4go/internal/testutil"
 )
 
@@ -113,4 +115,109 @@ func TestEAInodeRefs(t *testing.T) {
 	if out := testutil.Debugfs(t, image, "ls -l /"); bytes.Contains([]byte(out), []byte(" e ")) {
 		t.Fatalf("e still listed:\n%s", out)
 	}
+}
+
+// TestEAInodeCreate: values too big for the inode and one block go in EA
+// inodes ext4go makes (in-inode and block entries, replaced, removed, the
+// file removed); e2fsck checks every count and hash, and the kernel reads
+// the values back.
+func TestEAInodeCreate(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 64<<20, "-t", "ext4", "-b", "1024", "-O", "ea_inode")
+	big := func(c byte, n int) []byte { return bytes.Repeat([]byte{c}, n) }
+	fsys := openRW(t, image)
+	for _, name := range []string{"a", "b", "c", "d"} {
+		f, err := fsys.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write([]byte(name))
+		f.Close()
+	}
+	steps := []struct {
+		what string
+		do   func() error
+	}{
+		{"a: one big value", func() error { return fsys.SetXattr("a", "user.big", big('a', 5000), 0) }},
+		{"b: small values fill the inode, then a big one", func() error {
+			for _, p := range []string{"user.p1", "user.p2", "user.p3"} {
+				if err := fsys.SetXattr("b", p, big('p', 30), 0); err != nil {
+					return err
+				}
+			}
+			return fsys.SetXattr("b", "user.big", big('b', 20000), 0)
+		}},
+		{"c: a big value replaced by another", func() error {
+			if err := fsys.SetXattr("c", "user.big", big('c', 3000), 0); err != nil {
+				return err
+			}
+			return fsys.SetXattr("c", "user.big", big('C', 65536), 0)
+		}},
+		{"d: a big value set then removed", func() error {
+			if err := fsys.SetXattr("d", "user.big", big('d', 4000), 0); err != nil {
+				return err
+			}
+			return fsys.RemoveXattr("d", "user.big")
+		}},
+		{"a value over 64 KiB is refused", func() error {
+			if err := fsys.SetXattr("d", "user.huge", big('h', 65537), 0); err == nil {
+				return errors.New("accepted")
+			}
+			return nil
+		}},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.what, err)
+		}
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+	want := map[string]map[string][]byte{
+		"a": {"user.big": big('a', 5000)},
+		"b": {"user.p1": big('p', 30), "user.p2": big('p', 30), "user.p3": big('p', 30), "user.big": big('b', 20000)},
+		"c": {"user.big": big('C', 65536)},
+		"d": {},
+	}
+	ro, err := ext4go.Open(image, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, attrs := range want {
+		for a, v := range attrs {
+			got, err := ro.GetXattr(name, a)
+			if err != nil || !bytes.Equal(got, v) {
+				t.Errorf("ext4go: %s %s: %d bytes, %v", name, a, len(got), err)
+			}
+		}
+	}
+	ro.Close()
+	if ok, _ := testutil.CanMount(); ok {
+		t.Run("kernel reads", func(t *testing.T) {
+			mnt := testutil.Mount(t, image, true)
+			for name, attrs := range want {
+				got := testutil.HostXattrs(t, filepath.Join(mnt, name))
+				if len(got) != len(attrs) {
+					t.Errorf("%s: kernel lists %d xattrs, want %d", name, len(got), len(attrs))
+				}
+				for a, v := range attrs {
+					if !bytes.Equal(got[a], v) {
+						t.Errorf("%s: kernel reads %s as %d bytes, want %d", name, a, len(got[a]), len(v))
+					}
+				}
+			}
+		})
+	}
+	fsys = openRW(t, image)
+	for _, name := range []string{"a", "b", "c", "d"} {
+		if err := fsys.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
 }

@@ -9,9 +9,11 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/ext4go/ext4go/internal/csum"
 	"github.com/ext4go/ext4go/internal/dir"
 	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/mballoc"
+	"github.com/ext4go/ext4go/internal/super"
 	"github.com/ext4go/ext4go/internal/xattr"
 )
 
@@ -174,20 +176,36 @@ func (f *FS) changeXattr(h handle, n *node, c xattrChange) error {
 	case c.flags&XattrReplace != 0 && !found:
 		return syscall.ENODATA
 	}
+	// addedInIbody is a new in-inode entry whose value is in an EA inode:
+	// it takes the inode's reference (a block's are taken with the block).
+	var addedInIbody []xattr.Entry
+	var eaBlocksAdded int64
 	if !c.remove {
 		e := xattr.Entry{Index: index, Name: suffix, Value: value, ValueSize: uint32(len(value))}
-		if area != nil {
-			if _, err := xattr.EncodeIBody(len(area), append(newIbody, e)); err == nil {
-				newIbody = append(newIbody, e)
-				goto placed
+		inIbody, err := f.placeXattr(area, &newIbody, &newBlock, e)
+		if errors.Is(err, syscall.ENOSPC) && f.sb.HasIncompat(super.IncompatEAInode) && len(value) > 0 {
+			// Too big for the inode and one block: the value goes in an
+			// EA inode of its own, the entry in the inode or the block
+			// (kernel: ext4_xattr_set_handle's retry with in_inode).
+			var ea *node
+			if ea, err = f.newEAInode(h, n, value); err != nil {
+				return err
 			}
+			e = xattr.Entry{Index: index, Name: suffix, ValueInum: ea.ino, ValueSize: uint32(len(value)),
+				Hash: xattr.HashEntryEAInode(suffix, eaValueHash(f, value))}
+			if inIbody, err = f.placeXattr(area, &newIbody, &newBlock, e); err != nil {
+				f.dropEAInode(h, ea)
+				return err
+			}
+			if inIbody {
+				addedInIbody = append(addedInIbody, e)
+			}
+			eaBlocksAdded = (int64(len(value)) + f.blockSize - 1) / f.blockSize
 		}
-		newBlock = append(newBlock, e)
-		if _, err := xattr.EncodeBlock(newBlock, xattr.BlockParams{Size: int(f.blockSize)}); err != nil {
-			return syscall.ENOSPC // too big for the inode and one block (no ea_inode values)
+		if err != nil {
+			return err
 		}
 	}
-placed:
 	if area != nil {
 		enc, err := xattr.EncodeIBody(len(area), newIbody)
 		if err != nil {
@@ -202,6 +220,14 @@ placed:
 	}
 	if err := f.eaInodeRefs(h, droppedInIbody, -1); err != nil {
 		return err
+	}
+	if err := f.eaInodeRefs(h, addedInIbody, +1); err != nil {
+		return err
+	}
+	if eaBlocksAdded > 0 {
+		if err := f.addBlocks(in, eaBlocksAdded); err != nil {
+			return err
+		}
 	}
 	if eaBlocksDropped > 0 {
 		if err := f.addBlocks(in, -eaBlocksDropped); err != nil {
@@ -267,8 +293,12 @@ func (f *FS) replaceXattrBlock(h handle, n *node, in *inode.Inode, oldBlk uint64
 			}
 			if inPlace {
 				// The entries dropped from the block drop its
-				// references to their EA inodes.
-				return f.eaInodeRefs(h, missingFrom(old, es), -1)
+				// references to their EA inodes, the entries added
+				// take one.
+				if err := f.eaInodeRefs(h, missingFrom(old, es), -1); err != nil {
+					return err
+				}
+				return f.eaInodeRefs(h, missingFrom(es, old), +1)
 			}
 		}
 		if newBlk == 0 {
@@ -548,4 +578,93 @@ func missingFrom(old, cur []xattr.Entry) []xattr.Entry {
 		}
 	}
 	return out
+}
+
+// placeXattr adds e to the in-inode entries if they have room (area is
+// the in-inode xattr space, nil if there is none), else to the block's.
+// It reports where e went, or ENOSPC when neither has room.
+func (f *FS) placeXattr(area []byte, ibody, block *[]xattr.Entry, e xattr.Entry) (inIbody bool, err error) {
+	if area != nil {
+		if _, err := xattr.EncodeIBody(len(area), append(*ibody, e)); err == nil {
+			*ibody = append(*ibody, e)
+			return true, nil
+		}
+	}
+	if _, err := xattr.EncodeBlock(append(*block, e), xattr.BlockParams{Size: int(f.blockSize)}); err != nil {
+		return false, syscall.ENOSPC
+	}
+	*block = append(*block, e)
+	return false, nil
+}
+
+// eaValueHash is the hash of a value kept in an EA inode: crc32c with the
+// filesystem's checksum seed (kernel: ext4_xattr_inode_hash).
+func eaValueHash(f *FS, value []byte) uint32 { return csum.CRC32C(f.seed, value) }
+
+// newEAInode makes an EA inode holding value (kernel:
+// ext4_xattr_inode_create and ext4_xattr_inode_write): a regular file with
+// EA_INODE_FL, owned as owner is, its data the value, the value's hash in
+// i_atime and a reference count of 0 that the entry placed for it raises
+// to 1. n.mu of owner is held; h is open.
+func (f *FS) newEAInode(h handle, owner *node, value []byte) (*node, error) {
+	root, err := f.inode(rootIno)
+	if err != nil {
+		return nil, err
+	}
+	oin := owner.in()
+	ea, err := f.newInode(h, root, "", 0x8000|0o600, oin.UID, oin.GID)
+	if err != nil {
+		return nil, err
+	}
+	ea.mu.Lock()
+	defer ea.mu.Unlock()
+	in := editInode(ea)
+	in.GID = oin.GID // not the root's group, even when the root is setgid
+	in.Flags |= inode.FlagEAInode
+	s := &extStore{f: f, h: h, ino: ea.ino}
+	ed := f.editor(ea, in, s)
+	bs := f.blockSize
+	nblocks := uint64((int64(len(value)) + bs - 1) / bs)
+	for lblk := uint64(0); lblk < nblocks; {
+		req := mballoc.Request{Inode: ea.ino, Logical: lblk, Len: uint32(nblocks - lblk), Flags: mballoc.FlagData | mballoc.FlagNoPrealloc,
+			FileSize: uint64(len(value))}
+		ext, err := f.mapNew(h, in, s, ed, req, false, func(ext mballoc.Extent) error {
+			from := int64(lblk) * bs
+			to := min(int64(len(value)), from+int64(ext.Len)*bs)
+			return f.writeData(ext.Start, lblk, value[from:to], from, true)
+		})
+		if err != nil {
+			f.dropEAInodeLocked(h, ea, in)
+			return nil, err
+		}
+		s.delta = 0
+		lblk += uint64(ext.Len)
+	}
+	in.Size = uint64(len(value))
+	in.Atime = inode.Timestamp{Sec: int64(eaValueHash(f, value))}
+	in.Ctime = inode.Timestamp{} // the reference count's high half
+	in.Version &^= 0xffffffff    // and its low half
+	if err := f.setInode(h, ea, in); err != nil {
+		return nil, err
+	}
+	return ea, nil
+}
+
+// dropEAInode frees an EA inode that no entry came to refer to.
+func (f *FS) dropEAInode(h handle, ea *node) {
+	ea.mu.Lock()
+	defer ea.mu.Unlock()
+	f.dropEAInodeLocked(h, ea, editInode(ea))
+}
+
+func (f *FS) dropEAInodeLocked(h handle, ea *node, in *inode.Inode) {
+	in.LinksCount = 0
+	if err := f.setInode(h, ea, in); err == nil {
+		err = f.freeInodeIn(h, ea)
+		if err != nil {
+			f.setError(err)
+		}
+	} else {
+		f.setError(err)
+	}
 }
