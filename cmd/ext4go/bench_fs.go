@@ -206,6 +206,7 @@ func benchRead(e *env, c *command, args []string) error {
 	par := fl.Int("p", runtime.GOMAXPROCS(0), "goroutines reading files")
 	compare := fl.Bool("compare", false, "also time debugfs rdump and the kernel (read-only loop mount, needs root)")
 	asJSON := fl.Bool("json", false, "one JSON object per line")
+	cold := fl.Bool("cold", true, "drop the page cache before each reader (needs root), so none reads what another cached")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -213,6 +214,15 @@ func benchRead(e *env, c *command, args []string) error {
 		return usagef("want IMAGE")
 	}
 	image := fl.Arg(0)
+	prepare := func() {
+		if !*cold {
+			return
+		}
+		if err := dropCaches(); err != nil {
+			fmt.Fprintf(e.stderr, "bench read: page cache not dropped (%v): readers after the first may read cached data\n", err)
+			*cold = false
+		}
+	}
 	report := func(config string, files int, bytes int64, d time.Duration) {
 		if *asJSON {
 			json.NewEncoder(e.stdout).Encode(map[string]any{"bench": "read", "config": config, "files": files, "bytes": bytes, "seconds": d.Seconds()})
@@ -221,6 +231,7 @@ func benchRead(e *env, c *command, args []string) error {
 		fmt.Fprintf(e.stdout, "read %-8s %7d files %10.1f MiB %8.3f s %8.1f MiB/s\n", config, files, float64(bytes)/(1<<20), d.Seconds(), float64(bytes)/(1<<20)/d.Seconds())
 	}
 	// ext4go
+	prepare()
 	start := time.Now()
 	fsys, err := ext4go.Open(image, nil)
 	if err != nil {
@@ -242,6 +253,7 @@ func benchRead(e *env, c *command, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	prepare()
 	start = time.Now()
 	cmd := exec.Command("debugfs", "-R", "rdump / "+tmp, image)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -256,6 +268,7 @@ func benchRead(e *env, c *command, args []string) error {
 	if out, err := exec.Command("mount", "-o", "loop,ro", image, mnt).CombinedOutput(); err != nil {
 		fmt.Fprintf(e.stderr, "kernel: skipped: mount: %v: %s\n", err, strings.TrimSpace(string(out)))
 	} else {
+		prepare()
 		start = time.Now()
 		kfiles, kbytes, err := readAll(os.DirFS(mnt), *par)
 		kd = time.Since(start)
@@ -321,4 +334,10 @@ func readAll(fsys fs.FS, par int) (int, int64, error) {
 		return 0, 0, *ep
 	}
 	return len(names), bytes.Load(), nil
+}
+
+// dropCaches writes back dirty pages and drops the page cache (root only).
+func dropCaches() error {
+	unix.Sync()
+	return os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0)
 }
