@@ -21,7 +21,9 @@
 //   - Manager.commitMu serialises commits;
 //   - Manager.mu is only for waiting (cond): Begin while a commit closes
 //     the running transaction, Commit for its handles to end;
-//   - a Transaction's dirtyMu protects its dirty set;
+//   - a dirty-set shard's mu protects that shard of a transaction's
+//     changed blocks (sharded by block number, so handles changing
+//     different blocks do not meet on one lock);
 //   - a cache shard's mu protects its map;
 //   - a Buffer's mu protects its data and state.
 //
@@ -119,10 +121,46 @@ type Transaction struct {
 	tid     uint64
 	updates atomic.Int64 // open handles
 	locked  atomic.Bool  // closed to new handles by Commit
-	ndirty  atomic.Int64 // len(dirty), read without dirtyMu
+	ndirty  atomic.Int64 // blocks in dirty, read without the shard locks
 
-	dirtyMu sync.Mutex
-	dirty   map[uint64]*Buffer
+	dirty [dirtyShards]dirtyShard
+}
+
+const dirtyShards = 16
+
+// dirtyShard holds the changed blocks of a transaction whose numbers fall
+// in it.
+type dirtyShard struct {
+	mu sync.Mutex
+	m  map[uint64]*Buffer
+	_  [40]byte // keep shards on separate cache lines
+}
+
+func (t *Transaction) shard(nr uint64) *dirtyShard { return &t.dirty[nr%dirtyShards] }
+
+// addDirty records b (block nr) as changed by t.
+func (t *Transaction) addDirty(nr uint64, b *Buffer) {
+	s := t.shard(nr)
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = map[uint64]*Buffer{}
+	}
+	if _, ok := s.m[nr]; !ok {
+		t.ndirty.Add(1)
+	}
+	s.m[nr] = b
+	s.mu.Unlock()
+}
+
+// dropDirty forgets block nr's change.
+func (t *Transaction) dropDirty(nr uint64) {
+	s := t.shard(nr)
+	s.mu.Lock()
+	if _, ok := s.m[nr]; ok {
+		delete(s.m, nr)
+		t.ndirty.Add(-1)
+	}
+	s.mu.Unlock()
 }
 
 // TID returns the transaction's number.
@@ -148,7 +186,7 @@ func NewManager(d Device, bs int, nblocks uint64, c Committer, opts Options) *Ma
 }
 
 func (m *Manager) newTransaction() *Transaction {
-	t := &Transaction{tid: m.nextTID, dirty: map[uint64]*Buffer{}}
+	t := &Transaction{tid: m.nextTID}
 	m.nextTID++
 	return t
 }
@@ -252,10 +290,7 @@ func (h *Handle) modify(nr uint64, fresh bool, fn func(b []byte) error) error {
 	err = fn(b.data)
 	if b.tx != h.t {
 		b.tx = h.t
-		h.t.dirtyMu.Lock()
-		h.t.dirty[nr] = b
-		h.t.ndirty.Store(int64(len(h.t.dirty)))
-		h.t.dirtyMu.Unlock()
+		h.t.addDirty(nr, b)
 	}
 	b.mu.Unlock()
 	return err
@@ -272,10 +307,7 @@ func (h *Handle) Forget(nr uint64) {
 	defer b.unpin()
 	b.mu.Lock()
 	if b.tx == h.t {
-		h.t.dirtyMu.Lock()
-		delete(h.t.dirty, nr)
-		h.t.ndirty.Store(int64(len(h.t.dirty)))
-		h.t.dirtyMu.Unlock()
+		h.t.dropDirty(nr)
 		b.tx = nil
 	}
 	b.mu.Unlock()
@@ -372,19 +404,23 @@ func (m *Manager) Commit() error {
 		m.cond.Wait()
 	}
 	// No handle can change t's blocks now: freeze them.
-	t.dirtyMu.Lock()
-	blocks := make([]Block, 0, len(t.dirty))
-	frozen := make([]*Buffer, 0, len(t.dirty))
-	for nr, b := range t.dirty {
-		b.mu.Lock()
-		blocks = append(blocks, Block{Nr: nr, Data: append([]byte(nil), b.data...)})
-		b.tx = nil
-		b.inflight++
-		b.mu.Unlock()
-		frozen = append(frozen, b)
+	n := t.ndirty.Load()
+	blocks := make([]Block, 0, n)
+	frozen := make([]*Buffer, 0, n)
+	for i := range t.dirty {
+		s := &t.dirty[i]
+		s.mu.Lock()
+		for nr, b := range s.m {
+			b.mu.Lock()
+			blocks = append(blocks, Block{Nr: nr, Data: append([]byte(nil), b.data...)})
+			b.tx = nil
+			b.inflight++
+			b.mu.Unlock()
+			frozen = append(frozen, b)
+		}
+		s.m = nil
+		s.mu.Unlock()
 	}
-	t.dirty = nil
-	t.dirtyMu.Unlock()
 	m.running.Store(m.newTransaction())
 	m.cond.Broadcast()
 	m.mu.Unlock()
