@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -214,6 +215,59 @@ func TestEAInodeCreate(t *testing.T) {
 	for _, name := range []string{"a", "b", "c", "d"} {
 		if err := fsys.Remove(name); err != nil {
 			t.Fatal(err)
+		}
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+}
+
+// TestEAInodeShared: the same big value set on several files is stored once,
+// its EA inode counting one reference per file, as the kernel shares it.
+func TestEAInodeShared(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 64<<20, "-t", "ext4", "-b", "1024", "-O", "ea_inode")
+	value := bytes.Repeat([]byte("shared value "), 700)
+	fsys := openRW(t, image)
+	names := []string{"a", "b", "c"}
+	for _, name := range names {
+		f, err := fsys.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if err := fsys.SetXattr(name, "user.big", value, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+	// Three files and one EA inode beyond the 11 inodes of a new filesystem.
+	if _, out := testutil.E2fsckFN(t, image); !strings.Contains(out, " 15/") {
+		t.Fatalf("want 15 inodes in use (one shared EA inode):\n%s", out)
+	}
+	if ok, _ := testutil.CanMount(); ok {
+		t.Run("kernel reads", func(t *testing.T) {
+			mnt := testutil.Mount(t, image, true)
+			for _, name := range names {
+				if got := testutil.HostXattrs(t, filepath.Join(mnt, name))["user.big"]; !bytes.Equal(got, value) {
+					t.Errorf("%s: kernel reads %d bytes", name, len(got))
+				}
+			}
+		})
+	}
+	fsys = openRW(t, image)
+	for i, name := range names {
+		if err := fsys.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if err := fsys.Sync(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if err := fsys.Close(); err != nil {

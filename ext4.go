@@ -59,6 +59,7 @@ type FS struct {
 
 	orphans    []*node // inodes on the orphan list, head first; w.orphanMu
 	xattrCache xattrBlockCache
+	eaValues   eaValueCache
 
 	// reproducible makes new inodes' generations and the allocator's
 	// choices depend only on the sequence of changes (image building).

@@ -82,6 +82,9 @@ func (f *FS) eaInodeValue(owner *node, e xattr.Entry) ([]byte, error) {
 	if _, err := f.readAt(vn, v, 0); err != nil && len(v) > 0 {
 		return nil, err
 	}
+	if f.w != nil {
+		f.eaValues.add(eaValueHash(f, v), vn.ino)
+	}
 	return v, nil
 }
 

@@ -187,15 +187,24 @@ func (f *FS) changeXattr(h handle, n *node, c xattrChange) error {
 			// Too big for the inode and one block: the value goes in an
 			// EA inode of its own, the entry in the inode or the block
 			// (kernel: ext4_xattr_set_handle's retry with in_inode).
-			var ea *node
-			if ea, err = f.newEAInode(h, n, value); err != nil {
-				return err
+			hash := eaValueHash(f, value)
+			ea := f.findEAInode(value, hash)
+			fresh := ea == nil
+			if fresh {
+				if ea, err = f.newEAInode(h, n, value); err != nil {
+					return err
+				}
 			}
 			e = xattr.Entry{Index: index, Name: suffix, ValueInum: ea.ino, ValueSize: uint32(len(value)),
-				Hash: xattr.HashEntryEAInode(suffix, eaValueHash(f, value))}
+				Hash: xattr.HashEntryEAInode(suffix, hash)}
 			if inIbody, err = f.placeXattr(area, &newIbody, &newBlock, e); err != nil {
-				f.dropEAInode(h, ea)
+				if fresh {
+					f.dropEAInode(h, ea)
+				}
 				return err
+			}
+			if fresh {
+				f.eaValues.add(hash, ea.ino)
 			}
 			if inIbody {
 				addedInIbody = append(addedInIbody, e)
@@ -667,4 +676,64 @@ func (f *FS) dropEAInodeLocked(h handle, ea *node, in *inode.Inode) {
 	} else {
 		f.setError(err)
 	}
+}
+
+// eaValueCache remembers EA inodes by the hash of their value, so that a
+// value set again is shared (one more reference) instead of stored again
+// (kernel: the ea_inode mbcache). Entries are hints: findEAInode checks
+// the inode is still an EA inode holding exactly the value.
+type eaValueCache struct {
+	mu sync.Mutex
+	m  map[uint32][]uint32
+}
+
+// eaValueCacheMax bounds the inodes remembered per hash.
+const eaValueCacheMax = 8
+
+func (c *eaValueCache) add(hash, ino uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[uint32][]uint32{}
+	}
+	inos := c.m[hash]
+	for _, x := range inos {
+		if x == ino {
+			return
+		}
+	}
+	if len(inos) >= eaValueCacheMax {
+		inos = inos[1:]
+	}
+	c.m[hash] = append(inos, ino)
+}
+
+func (c *eaValueCache) candidates(hash uint32) []uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]uint32(nil), c.m[hash]...)
+}
+
+// findEAInode returns a live EA inode holding exactly value, or nil.
+func (f *FS) findEAInode(value []byte, hash uint32) *node {
+	for _, ino := range f.eaValues.candidates(hash) {
+		n, err := f.inode(ino)
+		if err != nil {
+			continue
+		}
+		n.mu.RLock()
+		in := n.in()
+		ok := in.HasFlag(inode.FlagEAInode) && in.LinksCount > 0 && in.Size == uint64(len(value)) &&
+			uint32(in.Atime.Sec) == hash
+		if ok {
+			v := make([]byte, len(value))
+			_, err := f.readAt(n, v, 0)
+			ok = (err == nil || len(v) == 0) && bytes.Equal(v, value)
+		}
+		n.mu.RUnlock()
+		if ok {
+			return n
+		}
+	}
+	return nil
 }
