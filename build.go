@@ -427,7 +427,7 @@ func (b *builder) startFill() {
 		b.fillWG.Add(1)
 		go func() {
 			defer b.fillWG.Done()
-			buf := make([]byte, 1<<20)
+			buf := make([]byte, 256<<10)
 			for j := range b.jobs {
 				if b.fillErr.Load() == nil {
 					if err := b.f.fill(j, buf, &b.done); err != nil {

@@ -138,7 +138,7 @@ func newFS(d dev.Device, opts *Options, reproducible bool) (*FS, error) {
 		// once), and a small cache keeps memory flat however many files
 		// the source has.
 		commit.NoSync = true
-		topts = txn.Options{MaxDirty: 4096, CacheBlocks: 8192}
+		topts = txn.Options{MaxDirty: 1024, CacheBlocks: 2048}
 	}
 	f.tm = txn.NewManager(d, int(f.blockSize), sb.BlocksCount(), commit, topts)
 	if err := f.loadGroups(); err != nil {
