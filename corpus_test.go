@@ -522,10 +522,8 @@ type walkLimits struct {
 var (
 	corpusWalkLimits = walkLimits{maxEntries: 200_000, maxFileRead: 256 << 20, maxRead: 1 << 30,
 		fullPerDir: 1000, sampleEvery: 50}
-	// The second walk, with IgnoreChecksums, is lighter: with checksums
-	// ignored ext4go cannot use htree indexes on metadata_csum
-	// filesystems (see the report in corpusCheck) and looks names up
-	// linearly.
+	// The second walk, with IgnoreChecksums, is lighter: it only adds the
+	// parts the first walk could not read for their checksums.
 	corpusRewalkLimits = walkLimits{maxEntries: 200_000, maxFileRead: 256 << 20, maxRead: 1 << 30,
 		fullPerDir: 200, sampleEvery: 500}
 )

@@ -22,7 +22,8 @@ func (f *FS) dirFormat() dir.Format {
 	return dir.Format{
 		BlockSize:    int(f.blockSize),
 		FileType:     sb.HasIncompat(super.IncompatFiletype),
-		Csum:         f.csum && !f.opts.IgnoreChecksums,
+		Csum:         f.csum,
+		NoVerify:     f.opts.IgnoreChecksums,
 		LargeDir:     sb.HasIncompat(super.IncompatLargeDir),
 		HashSeed:     sb.HashSeed,
 		HashUnsigned: sb.Flags&super.FlagUnsignedHash != 0,

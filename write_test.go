@@ -2,6 +2,7 @@ package ext4go_test
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -140,4 +141,37 @@ func TestNewInodeOwner(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestWriteIgnoringChecksums: Options.IgnoreChecksums only skips
+// verification; what ext4go writes still carries every checksum, and
+// indexed directories are still used through their htree.
+func TestWriteIgnoringChecksums(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 64<<20, "-t", "ext4", "-b", "1024")
+	fsys := openRW(t, image)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(fsys.Mkdir("big", 0o755))
+	for i := 0; i < 2000; i++ {
+		f, err := fsys.Create(fmt.Sprintf("big/file-%04d", i))
+		must(err)
+		must(f.Close())
+	}
+	must(fsys.Close())
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, IgnoreChecksums: true})
+	must(err)
+	for i := 2000; i < 2300; i++ {
+		f, err := fsys.Create(fmt.Sprintf("big/file-%04d", i))
+		must(err)
+		must(f.Close())
+	}
+	must(fsys.Mkdir("big/sub", 0o755))
+	must(fsys.Remove("big/file-0007"))
+	must(fsys.Close())
+	testutil.RequireFsckClean(t, image)
 }

@@ -308,7 +308,7 @@ func DxChecksum(b []byte, f Format, seed uint32) (uint32, error) {
 // VerifyDxChecksum checks the dx_tail checksum of an htree root or node.
 // Without f.Csum there is nothing to check.
 func VerifyDxChecksum(b []byte, f Format, seed uint32) error {
-	if !f.Csum {
+	if !f.Csum || f.NoVerify {
 		return nil
 	}
 	c, err := DxChecksum(b, f, seed)
