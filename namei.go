@@ -172,6 +172,20 @@ func (f *FS) checkDirWritable(n *node) error {
 	case in.HasFlag(inode.FlagEncrypt) || in.HasFlag(inode.FlagCasefold):
 		return &UnsupportedError{Feature: "changing encrypted or case-folded directories"}
 	}
+	if in.HasFlag(inode.FlagInlineData) {
+		return nil
+	}
+	// The editor walks every block below i_size: a directory the readers
+	// refuse for its holes, or whose size runs far past its last block
+	// (a corrupt i_size), would take it through millions of holes.
+	d, err := f.dirOf(n)
+	if err != nil {
+		return err
+	}
+	if tail := in.Size/uint64(f.blockSize) - uint64(d.NBlocks); tail > 1024 {
+		return &CorruptError{What: "directory", Block: -1, Ino: n.ino,
+			Detail: fmt.Sprintf("its size runs %d blocks past its last block", tail)}
+	}
 	return nil
 }
 
