@@ -1,6 +1,6 @@
-// Package blockmap reads the legacy ext2/ext3 block map: the i_block array
-// of an inode without EXT4_EXTENTS_FL, whose words 0..11 are direct block
-// pointers, word 12 points to an indirect block (a block full of pointers),
+// Package blockmap reads and changes the legacy ext2/ext3 block map: the
+// i_block array of an inode without EXT4_EXTENTS_FL, whose words 0..11 are
+// direct block pointers, word 12 points to an indirect block (a block full of pointers),
 // word 13 to a double indirect block and word 14 to a triple indirect
 // block. A zero pointer is a hole, and so is everything under it.
 //
@@ -11,7 +11,9 @@
 // three blocks, and Walk refuses an indirect block that appears twice.
 //
 // Map keeps no state between calls, so there are no locks; it may be used
-// from several goroutines if its BlockReader may.
+// from several goroutines if its BlockReader may. Editor (edit.go) maps and
+// unmaps blocks through a Store, allocating and freeing indirect blocks; it
+// is not safe for concurrent use (the caller holds the inode's lock).
 package blockmap
 
 import (
