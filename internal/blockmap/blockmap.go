@@ -1,8 +1,8 @@
 // Package blockmap reads and changes the legacy ext2/ext3 block map: the
 // i_block array of an inode without EXT4_EXTENTS_FL, whose words 0..11 are
-// direct block pointers, word 12 points to an indirect block (a block full of pointers),
-// word 13 to a double indirect block and word 14 to a triple indirect
-// block. A zero pointer is a hole, and so is everything under it.
+// direct block pointers, word 12 points to an indirect block (a block full
+// of pointers), word 13 to a double indirect block and word 14 to a triple
+// indirect block. A zero pointer is a hole, and so is everything under it.
 //
 // Map follows the kernel's rules (fs/ext4/indirect.c): ext4_block_to_path
 // for the layout, and __ext4_check_blockref, which requires every non-zero
