@@ -103,6 +103,21 @@ type extentMap struct{ *extent.Editor }
 
 func (m extentMap) Lookup(lblk uint32) (extent.Mapping, error) { return m.Tree().Lookup(lblk) }
 
+// Insert maps a hole. The writers only insert where a lookup found a
+// hole, so a mapped block there means the inode contradicts itself (say,
+// blocks mapped past i_size): a corruption, reported as one.
+func (m extentMap) Insert(x extent.Extent) error {
+	return mappedIsCorrupt(m.Editor.Insert(x), m.Ino, x.Logical)
+}
+
+func mappedIsCorrupt(err error, ino, lblk uint32) error {
+	if errors.Is(err, extent.ErrMapped) || errors.Is(err, blockmap.ErrMapped) {
+		return &CorruptError{What: "inode", Block: -1, Ino: ino,
+			Detail: fmt.Sprintf("file block %d is already mapped where the inode's size says it is not: %v", lblk, err)}
+	}
+	return err
+}
+
 // blockMap is a block-mapped inode's map as a fileMap. Block maps have no
 // unwritten blocks: Insert of an unwritten extent and Convert are refused
 // (fallocate refuses first, as the kernel's does).
@@ -124,7 +139,7 @@ func (m blockMap) Insert(x extent.Extent) error {
 	if errors.Is(err, blockmap.ErrOutOfRange) {
 		return syscall.EFBIG
 	}
-	return err
+	return mappedIsCorrupt(err, m.Ino, x.Logical)
 }
 
 func (m blockMap) Neighbours(lblk uint32) (left, right *extent.Extent, err error) {

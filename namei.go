@@ -186,6 +186,15 @@ func (f *FS) checkDirWritable(n *node) error {
 		return &CorruptError{What: "directory", Block: -1, Ino: n.ino,
 			Detail: fmt.Sprintf("its size runs %d blocks past its last block", tail)}
 	}
+	// A block mapped past i_size is where the next directory block would go.
+	runs, err := f.mapping(n)
+	if err != nil {
+		return err
+	}
+	if k := len(runs); k > 0 && runs[k-1].logical+runs[k-1].length > in.Size/uint64(f.blockSize) {
+		return &CorruptError{What: "directory", Block: -1, Ino: n.ino,
+			Detail: fmt.Sprintf("blocks are mapped up to block %d, past its size of %d bytes", runs[k-1].logical+runs[k-1].length, in.Size)}
+	}
 	return nil
 }
 
