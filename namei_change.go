@@ -2,6 +2,7 @@ package ext4go
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -39,6 +40,9 @@ func (f *FS) removeEntry(parent *node, base string) error {
 	child, err := f.inode(ino)
 	if err != nil {
 		return err
+	}
+	if child == parent {
+		return &CorruptError{What: "directory entry", Block: -1, Ino: parent.ino, Detail: fmt.Sprintf("%q names its own directory", base)}
 	}
 	child.mu.Lock()
 	defer child.mu.Unlock()
@@ -99,6 +103,13 @@ func (f *FS) dirIsEmpty(n *node) (bool, error) {
 // RemoveAll removes name and everything under it, as os.RemoveAll: a
 // missing name is not an error.
 func (f *FS) RemoveAll(name string) error {
+	return f.removeAll(name, map[uint32]bool{})
+}
+
+// removeAll is RemoveAll; above holds the directories being emptied, so
+// that a corrupt entry naming one of them ends in an error instead of an
+// endless descent.
+func (f *FS) removeAll(name string, above map[uint32]bool) error {
 	fi, err := f.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -107,12 +118,19 @@ func (f *FS) RemoveAll(name string) error {
 		return err
 	}
 	if fi.IsDir() {
+		ino := fi.Sys().(*Stat).Ino
+		if above[ino] {
+			return &fs.PathError{Op: "removeall", Path: name, Err: &CorruptError{What: "directory", Block: -1, Ino: ino,
+				Detail: "an entry names a directory above it (a loop)"}}
+		}
+		above[ino] = true
+		defer delete(above, ino)
 		ents, err := f.ReadDir(name)
 		if err != nil {
 			return err
 		}
 		for _, e := range ents {
-			if err := f.RemoveAll(path.Join(name, e.Name())); err != nil {
+			if err := f.removeAll(path.Join(name, e.Name()), above); err != nil {
 				return err
 			}
 		}

@@ -3,6 +3,7 @@ package ext4go
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"syscall"
@@ -107,6 +108,10 @@ func (f *FS) rename(oldname, newname string, flags int) error {
 	}
 	if src == newParent || src == oldParent {
 		return syscall.EINVAL
+	}
+	if dst == newParent {
+		// (dst == oldParent is a target above the source, refused below.)
+		return &CorruptError{What: "directory entry", Block: -1, Ino: newParent.ino, Detail: fmt.Sprintf("%q names its own directory", newBase)}
 	}
 	srcDir := src.isDir()
 	if cross && srcDir {
