@@ -2,7 +2,6 @@ package ext4go_test
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -72,7 +71,7 @@ func shortSample(name string) bool {
 
 func corpusWriteImage(t *testing.T, img testutil.SharedImage) string {
 	image := img.Decompress(t)
-	before := fileSum(t, image)
+	before := fileHash(t, image)
 	var prog atomic.Int64
 	done := make(chan string, 1)
 	go func() {
@@ -90,7 +89,7 @@ func corpusWriteImage(t *testing.T, img testutil.SharedImage) string {
 	case len(res) > 5 && res[:5] == "FAIL:":
 		t.Fatal(res[5:])
 	case res == "refused":
-		if after := fileSum(t, image); after != before {
+		if after := fileHash(t, image); after != before {
 			t.Fatal("a refused open changed the image")
 		}
 		return "refused (typed error, image unchanged)"
@@ -208,13 +207,4 @@ func writeTypedErr(err error) bool {
 		}
 	}
 	return false
-}
-
-func fileSum(t *testing.T, p string) [32]byte {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sha256.Sum256(b)
 }

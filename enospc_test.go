@@ -8,7 +8,6 @@ package ext4go_test
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -392,20 +391,11 @@ func TestENOSPCInodes(t *testing.T) {
 	s.closeAndCheck()
 }
 
-func sha(t *testing.T, path string) [32]byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sha256.Sum256(b)
-}
-
 // requireRefused opens image writable with opts, which must fail with
 // want, and checks that the image did not change by a single byte.
 func requireRefused(t *testing.T, image string, opts ext4go.Options, want error) {
 	t.Helper()
-	before := sha(t, image)
+	before := fileHash(t, image)
 	opts.Writable = true
 	fsys, err := ext4go.Open(image, &opts)
 	if err == nil {
@@ -415,7 +405,7 @@ func requireRefused(t *testing.T, image string, opts ext4go.Options, want error)
 	if !errors.Is(err, want) {
 		t.Errorf("writable open with %+v: %v, want %v", opts, err, want)
 	}
-	if sha(t, image) != before {
+	if fileHash(t, image) != before {
 		t.Errorf("refused writable open with %+v changed the image", opts)
 	}
 }

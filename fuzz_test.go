@@ -36,6 +36,16 @@ import (
 // clock and inode times), so a saved input reproduces on any machine with
 // the same e2fsprogs.
 func FuzzOpenWalk(f *testing.F) {
+	bases := seedFuzzBases(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if img := mutatedImage(bases, data); img != nil {
+			fuzzOpenWalk(t, img)
+		}
+	})
+}
+
+// seedFuzzBases builds the base images and adds their seed inputs.
+func seedFuzzBases(f *testing.F) []*fuzzBase {
 	bases := fuzzBases(f)
 	for i, b := range bases {
 		f.Add([]byte{byte(i)})
@@ -43,15 +53,20 @@ func FuzzOpenWalk(f *testing.F) {
 			f.Add(append([]byte{byte(i)}, s...))
 		}
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) == 0 {
-			return
-		}
-		base := bases[int(data[0])%len(bases)]
-		img := bytes.Clone(base.img)
-		applyMutations(img, base, data[1:])
-		fuzzOpenWalk(t, img)
-	})
+	return bases
+}
+
+// mutatedImage is the image a fuzz input stands for: a copy of the base its
+// first byte selects, with the rest applied as mutations (nil for an empty
+// input).
+func mutatedImage(bases []*fuzzBase, data []byte) []byte {
+	if len(data) == 0 {
+		return nil
+	}
+	base := bases[int(data[0])%len(bases)]
+	img := bytes.Clone(base.img)
+	applyMutations(img, base, data[1:])
+	return img
 }
 
 // Limits of one fuzz input.
