@@ -103,16 +103,7 @@ func TestEAInodeRefs(t *testing.T) {
 	})
 
 	// Removing the rest frees the shared value's inode too.
-	fsys = openRW(t, image)
-	for _, name := range []string{"b", "d", "e", "f"} {
-		if err := fsys.Remove(name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := fsys.Close(); err != nil {
-		t.Fatal(err)
-	}
-	testutil.RequireFsckClean(t, image)
+	removeAllChecked(t, image, "b", "d", "e", "f")
 	if out := testutil.Debugfs(t, image, "ls -l /"); bytes.Contains([]byte(out), []byte(" e ")) {
 		t.Fatalf("e still listed:\n%s", out)
 	}
@@ -211,16 +202,7 @@ func TestEAInodeCreate(t *testing.T) {
 			}
 		})
 	}
-	fsys = openRW(t, image)
-	for _, name := range []string{"a", "b", "c", "d"} {
-		if err := fsys.Remove(name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := fsys.Close(); err != nil {
-		t.Fatal(err)
-	}
-	testutil.RequireFsckClean(t, image)
+	removeAllChecked(t, image, "a", "b", "c", "d")
 }
 
 // TestEAInodeShared: the same big value set on several files is stored once,
@@ -268,6 +250,22 @@ func TestEAInodeShared(t *testing.T) {
 			if err := fsys.Sync(); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+}
+
+// removeAllChecked removes names from image in one open, then requires
+// e2fsck to find it clean.
+func removeAllChecked(t *testing.T, image string, names ...string) {
+	t.Helper()
+	fsys := openRW(t, image)
+	for _, name := range names {
+		if err := fsys.Remove(name); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if err := fsys.Close(); err != nil {
