@@ -140,7 +140,8 @@ func (f *FS) openWriter() error {
 		cfg.CPUs = 4 // not the machine's: the same image everywhere
 	}
 	if w.balloc, err = mballoc.New(geo, blockStore{f}, cfg); err != nil {
-		return err
+		// The geometry comes from the superblock: a bad one is corrupt.
+		return &CorruptError{What: "superblock", Block: 0, Detail: err.Error()}
 	}
 	igeo := ialloc.Geometry{
 		Groups:           uint32(len(f.groups)),
@@ -158,7 +159,7 @@ func (f *FS) openWriter() error {
 		return h
 	}
 	if w.ialloc, err = ialloc.New(igeo, inodeStore{f}, w.balloc, ialloc.Options{NameHash: nameHash}); err != nil {
-		return err
+		return &CorruptError{What: "superblock", Block: 0, Detail: err.Error()}
 	}
 	f.tm.OnCommit(func(tid uint64) {
 		if err := w.balloc.ReleaseDeferred(tid); err != nil {
