@@ -354,22 +354,23 @@ func Space(es []Entry) int {
 	return n
 }
 
+// checkEntry refuses an entry that cannot be stored. The API validates
+// names and values before they get here, so a bad entry is one read from a
+// corrupt area or block and kept when it is written back: reported as a
+// corruption.
 func checkEntry(e Entry) error {
-	if e.Index == 0 {
+	switch {
+	case e.Index == 0:
 		// With an empty name and offset 0 it would read as the terminator.
-		return errors.New("xattr: name index 0")
-	}
-	if len(e.Name) > 255 {
-		return fmt.Errorf("xattr: name of %d bytes", len(e.Name))
-	}
-	if bytes.IndexByte(e.Name, 0) >= 0 {
-		return errors.New("xattr: NUL in name")
-	}
-	if e.ValueInum == 0 && len(e.Value) > SizeMax {
-		return fmt.Errorf("xattr: value of %d bytes", len(e.Value))
-	}
-	if e.ValueInum != 0 && (e.ValueSize == 0 || e.ValueSize > SizeMax) {
-		return fmt.Errorf("xattr: EA inode value size %d", e.ValueSize)
+		return fserr.Corrupt("xattr entry", "name index 0")
+	case len(e.Name) > 255:
+		return fserr.Corrupt("xattr entry", "name of %d bytes", len(e.Name))
+	case bytes.IndexByte(e.Name, 0) >= 0:
+		return fserr.Corrupt("xattr entry", "NUL in name")
+	case e.ValueInum == 0 && len(e.Value) > SizeMax:
+		return fserr.Corrupt("xattr entry", "value of %d bytes", len(e.Value))
+	case e.ValueInum != 0 && (e.ValueSize == 0 || e.ValueSize > SizeMax):
+		return fserr.Corrupt("xattr entry", "EA inode value size %d", e.ValueSize)
 	}
 	return nil
 }
