@@ -11,11 +11,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -528,10 +530,10 @@ func testConcurrent(t *testing.T, args []string) {
 			must(os.MkdirAll(filepath.Join(want, d), 0o755))
 			must(os.Chmod(filepath.Join(want, d), 0o755))
 		}
-		for _, p := range sortedKeysOf(w.files) {
+		for _, p := range slices.Sorted(maps.Keys(w.files)) {
 			writeWant(p, w.files[p])
 		}
-		for _, p := range sortedKeysOf(w.shared) {
+		for _, p := range slices.Sorted(maps.Keys(w.shared)) {
 			writeWant(p, w.shared[p])
 		}
 		for p, target := range w.links {
@@ -550,15 +552,6 @@ func testConcurrent(t *testing.T, args []string) {
 		opts.Meta = nil
 		testutil.CompareDirs(t, mnt, want, opts)
 	}
-}
-
-func sortedKeysOf[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // TestConcurrentXattrReaders: readers of xattrs race writers that keep
@@ -651,16 +644,8 @@ func TestConcurrentXattrReaders(t *testing.T) {
 		}
 	}()
 	wg.Wait()
-	stop.Store(true)
-	bg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Error(e)
-	}
-	if err := fsys.Close(); err != nil {
-		t.Fatal(err)
-	}
-	testutil.RequireFsckClean(t, image)
+	stopBackground(t, &stop, &bg, errs)
+	closeChecked(t, fsys, image)
 }
 
 // TestConcurrentOrphans: files unlinked while open (orphans) and closed
@@ -732,12 +717,25 @@ func concurrentOrphans(t *testing.T, features string) {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("orphan workers stuck (deadlock?):\n%s", buf[:runtime.Stack(buf, true)])
 	}
+	stopBackground(t, &stop, &bg, errs)
+	closeChecked(t, fsys, image)
+}
+
+// stopBackground stops the background goroutines of a concurrency test and
+// reports the errors the workers sent.
+func stopBackground(t *testing.T, stop *atomic.Bool, bg *sync.WaitGroup, errs chan string) {
+	t.Helper()
 	stop.Store(true)
 	bg.Wait()
 	close(errs)
 	for e := range errs {
 		t.Error(e)
 	}
+}
+
+// closeChecked closes fsys and requires e2fsck to find image clean.
+func closeChecked(t *testing.T, fsys *ext4go.FS, image string) {
+	t.Helper()
 	if err := fsys.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -26,11 +26,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -2726,7 +2728,7 @@ func (r *modelRun) teardown() {
 				}
 			}
 			if len(o.xattrs) > 0 && r.rng.IntN(3) == 0 {
-				for _, k := range sortedKeys(o.xattrs) {
+				for _, k := range slices.Sorted(maps.Keys(o.xattrs)) {
 					check := r.do(0, "removexattr %q %s", p, k)
 					if check(r.fs.RemoveXattr(p, k)) {
 						delete(o.xattrs, k)
@@ -2740,15 +2742,6 @@ func (r *modelRun) teardown() {
 		}
 	}
 	walk(r.root)
-}
-
-func sortedKeys(m map[string][]byte) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // TestWriteAfterTreeGrowth is a regression test for a bug the model test

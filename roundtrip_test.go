@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -66,7 +67,13 @@ func (e extTarget) writeFile(p string, data []byte, perm os.FileMode) error {
 	return f.Close()
 }
 func (e extTarget) withFile(p string, fn func(*ext4go.File) error) error {
-	f, err := e.fs.OpenFile(p, os.O_RDWR, 0)
+	return withOpen(func() (*ext4go.File, error) { return e.fs.OpenFile(p, os.O_RDWR, 0) }, fn)
+}
+
+// withOpen runs fn on the file open returns and closes it; fn's error wins
+// over Close's.
+func withOpen[F io.Closer](open func() (F, error), fn func(F) error) error {
+	f, err := open()
 	if err != nil {
 		return err
 	}
@@ -118,15 +125,7 @@ func (h hostTarget) writeFile(p string, data []byte, perm os.FileMode) error {
 	return os.Chmod(h.p(p), perm)
 }
 func (h hostTarget) withFile(p string, fn func(*os.File) error) error {
-	f, err := os.OpenFile(h.p(p), os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	if err := fn(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return withOpen(func() (*os.File, error) { return os.OpenFile(h.p(p), os.O_RDWR, 0) }, fn)
 }
 func (h hostTarget) writeAt(p string, off int64, data []byte) error {
 	return h.withFile(p, func(f *os.File) error { _, err := f.WriteAt(data, off); return err })
