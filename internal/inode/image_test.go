@@ -22,32 +22,6 @@ import (
 // kernel (through a loop mount, when the test runs as root), comparing with
 // what debugfs prints.
 
-// debugfs runs the commands in one debugfs session and returns each
-// command's output.
-func debugfs(t testing.TB, img string, cmds []string) map[string]string {
-	t.Helper()
-	f := filepath.Join(t.TempDir(), "cmds")
-	if err := os.WriteFile(f, []byte(strings.Join(cmds, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("debugfs", "-f", f, img)
-	cmd.Env = append(os.Environ(), "TZ=UTC")
-	out, err := cmd.Output() // stderr has the banner
-	if err != nil {
-		t.Fatalf("debugfs: %v", err)
-	}
-	res := map[string]string{}
-	var cur string
-	for _, line := range strings.SplitAfter(string(out), "\n") {
-		if c, ok := strings.CutPrefix(line, "debugfs: "); ok {
-			cur = strings.TrimSpace(c)
-			continue
-		}
-		res[cur] += line
-	}
-	return res
-}
-
 // fsSeed computes the filesystem checksum seed from dumpe2fs: the
 // explicit seed when the csum_seed feature is on, else crc32c of the UUID.
 func fsSeed(t testing.TB, img string) uint32 {
@@ -431,7 +405,7 @@ func checkImage(t *testing.T, img string, v variant, paths []string, mounted boo
 	for _, n := range []string{"<2>", "<7>", "<8>", "<11>", "<1>", "<5>"} {
 		cmds = append(cmds, "stat "+n, "imap "+n)
 	}
-	out := debugfs(t, img, cmds)
+	out := testutil.DebugfsBatch(t, img, cmds)
 	for i := 0; i < len(cmds); i += 2 {
 		p := strings.TrimPrefix(cmds[i], "stat ")
 		sout := out[cmds[i]]

@@ -280,7 +280,9 @@ func DebugfsBatch(t testing.TB, image string, cmds []string) map[string]string {
 	if err := os.WriteFile(f, []byte(strings.Join(cmds, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("debugfs", "-f", f, image).Output()
+	cmd := exec.Command("debugfs", "-f", f, image)
+	cmd.Env = append(os.Environ(), "TZ=UTC") // times printed the same on every machine
+	out, err := cmd.Output()                 // stderr has the banner
 	if err != nil {
 		t.Fatalf("debugfs: %v", err)
 	}
