@@ -739,5 +739,8 @@ func closeChecked(t *testing.T, fsys *ext4go.FS, image string) {
 	if err := fsys.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if n := ext4go.StaleWrites(); n != 0 {
+		t.Errorf("%d changes reached nodes that no longer owned their inode", n)
+	}
 	testutil.RequireFsckClean(t, image)
 }

@@ -3,6 +3,7 @@ package ext4go
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"sort"
 
 	"github.com/ext4go/ext4go/internal/blockmap"
@@ -255,5 +256,10 @@ func (fl *File) DataRanges() ([]Range, error) {
 func (f *FS) readLocked(n *node, p []byte, off int64) (int, error) {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
+	if n.freed.Load() {
+		// Only a path read racing an unlink, or a closed File, gets here:
+		// the blocks may be another file's now.
+		return 0, fs.ErrNotExist
+	}
 	return f.readAt(n, p, off)
 }

@@ -3,6 +3,7 @@ package ext4go
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,8 @@ type FS struct {
 	// clock, when set, replaces the time of day for every timestamp the
 	// filesystem writes (reproducible builds with SOURCE_DATE_EPOCH).
 	clock time.Time
+
+	closed atomic.Bool // Close was called: every method returns fs.ErrClosed
 
 	errMu sync.Mutex // protects err
 	err   error      // first failure that left the on-disk state in doubt
@@ -258,6 +261,9 @@ func (f *FS) loadGroups() error {
 // then marks clean) and releases the device. Files opened from the
 // filesystem must not be used afterwards.
 func (f *FS) Close() error {
+	if f.closed.Swap(true) {
+		return fs.ErrClosed
+	}
 	var err error
 	if f.w != nil {
 		err = f.closeWriter()
@@ -302,7 +308,8 @@ type node struct {
 	// may have rebuilt it from the old inode meanwhile).
 	treeChanged atomic.Bool
 
-	opens    atomic.Int32               // open *File handles (an unlinked inode lives until the last closes)
+	opens    atomic.Int32               // open *File handles (an unlinked inode lives until the last closes); changed under mu
+	freed    atomic.Bool                // the inode was freed (set under mu): its number may belong to another node now
 	orphan   bool                       // unlinked while open, on the orphan list or in the orphan file; mu
 	orphanAt int                        // 1 + its slot in the orphan file, 0 if on the list; mu
 	allocDir atomic.Pointer[ialloc.Dir] // the inode allocator's state of a directory

@@ -49,7 +49,7 @@ func (f *File) checkOpen(op string) error {
 	f.mu.Lock()
 	closed := f.closed
 	f.mu.Unlock()
-	if closed {
+	if closed || f.fsys.closed.Load() {
 		return &fs.PathError{Op: op, Path: f.name, Err: fs.ErrClosed}
 	}
 	return nil
@@ -180,6 +180,9 @@ func (f *File) Close() error {
 		return &fs.PathError{Op: "close", Path: f.name, Err: fs.ErrClosed}
 	}
 	f.closed = true
+	if f.fsys.closed.Load() {
+		return nil // the filesystem's Close released everything
+	}
 	if err := f.fsys.release(f.n, f.writable); err != nil {
 		return &fs.PathError{Op: "close", Path: f.name, Err: err}
 	}

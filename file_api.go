@@ -3,6 +3,7 @@ package ext4go
 import (
 	"io"
 	"io/fs"
+	"os"
 	"syscall"
 )
 
@@ -10,11 +11,16 @@ import (
 func (f *File) Write(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.closed {
+		return 0, &fs.PathError{Op: "write", Path: f.name, Err: fs.ErrClosed}
+	}
 	if err := f.checkWrite("write"); err != nil {
 		return 0, err
 	}
 	fsys, n := f.fsys, f.n
-	n.mu.Lock()
+	if err := f.lockNode("write"); err != nil {
+		return 0, err
+	}
 	defer n.mu.Unlock()
 	if f.append {
 		f.off = n.size()
@@ -40,7 +46,9 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 		return 0, &fs.PathError{Op: "write", Path: f.name, Err: syscall.EINVAL}
 	}
 	n := f.n
-	n.mu.Lock()
+	if err := f.lockNode("write"); err != nil {
+		return 0, err
+	}
 	defer n.mu.Unlock()
 	m, err := f.fsys.writeAt(n, p, off, true)
 	if err != nil {
@@ -74,6 +82,18 @@ func (f *File) ReadFrom(r io.Reader) (int64, error) {
 	}
 }
 
+// lockNode locks the file's node for a change. A File whose node was
+// freed can only be one that was closed meanwhile (an open File keeps its
+// inode), so that is ErrClosed.
+func (f *File) lockNode(op string) error {
+	f.n.mu.Lock()
+	if f.n.freed.Load() {
+		f.n.mu.Unlock()
+		return &fs.PathError{Op: op, Path: f.name, Err: fs.ErrClosed}
+	}
+	return nil
+}
+
 func (f *File) checkWrite(op string) error {
 	if f.fsys.w == nil {
 		return &fs.PathError{Op: op, Path: f.name, Err: ErrReadOnly}
@@ -94,7 +114,9 @@ func (f *File) Truncate(size int64) error {
 		return err
 	}
 	n := f.n
-	n.mu.Lock()
+	if err := f.lockNode("truncate"); err != nil {
+		return err
+	}
 	defer n.mu.Unlock()
 	// Removing part of an extent may split it and need a tree block.
 	if err := f.fsys.retryAlloc(func() error { return f.fsys.truncate(n, size) }); err != nil {
@@ -116,7 +138,9 @@ func (f *File) Fallocate(mode int, off, length int64) error {
 		return err
 	}
 	n := f.n
-	n.mu.Lock()
+	if err := f.lockNode("fallocate"); err != nil {
+		return err
+	}
 	defer n.mu.Unlock()
 	if err := f.fsys.fallocate(n, mode, off, length); err != nil {
 		return &fs.PathError{Op: "fallocate", Path: f.name, Err: err}
@@ -138,3 +162,17 @@ func (f *File) Sync() error {
 
 // Name returns the name the file was opened with.
 func (f *File) Name() string { return f.name }
+
+// WriteFile writes data to the named file, creating it with mode perm if
+// needed and truncating it otherwise, as os.WriteFile.
+func (f *FS) WriteFile(name string, data []byte, perm fs.FileMode) error {
+	file, err := f.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	_, err = file.Write(data)
+	if cerr := file.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

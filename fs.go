@@ -31,13 +31,16 @@ func (f *FS) Open(name string) (fs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.newFile(n, name, true, false, false), nil
+	return f.newFile(n, name, true, false, false)
 }
 
-// newFile returns an open File of n.
-func (f *FS) newFile(n *node, name string, readable, writable, appendOnly bool) *File {
-	n.opens.Add(1)
-	return &File{fsys: f, n: n, name: name, readable: readable, writable: writable, append: appendOnly}
+// newFile returns an open File of n, which must still be named (an unlink
+// that raced the lookup makes it fs.ErrNotExist).
+func (f *FS) newFile(n *node, name string, readable, writable, appendOnly bool) (*File, error) {
+	if err := f.openRef(n); err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return &File{fsys: f, n: n, name: name, readable: readable, writable: writable, append: appendOnly}, nil
 }
 
 // Stat returns the FileInfo of the named file, following symbolic links.
@@ -68,7 +71,7 @@ func (f *FS) ReadLink(name string) (string, error) {
 	if !n.isSymlink() {
 		return "", &fs.PathError{Op: "readlink", Path: name, Err: syscall.EINVAL}
 	}
-	t, err := f.readLink(n)
+	t, err := f.readLinkLive(n)
 	if err != nil {
 		return "", &fs.PathError{Op: "readlink", Path: name, Err: err}
 	}
@@ -86,7 +89,12 @@ func (f *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: syscall.ENOTDIR}
 	}
 	n.mu.RLock()
-	ents, err := f.readDir(n)
+	var ents []fs.DirEntry
+	if n.freed.Load() {
+		err = fs.ErrNotExist
+	} else {
+		ents, err = f.readDir(n)
+	}
 	n.mu.RUnlock()
 	if err != nil {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: err}
@@ -121,6 +129,9 @@ func (f *FS) ReadFile(name string) ([]byte, error) {
 // link target restarts at the image root and ".." stops at it, so a walk
 // never leaves the image.
 func (f *FS) resolve(op, name string, followLast bool) (*node, error) {
+	if err := f.checkClosed(op, name); err != nil {
+		return nil, err
+	}
 	if !validPath(name) {
 		return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 	}
@@ -157,13 +168,14 @@ func (f *FS) resolve(op, name string, followLast bool) (*node, error) {
 			}
 			continue
 		}
+		// The node is taken while the entry cannot vanish (see lifetime.go).
 		cur.mu.RLock()
 		ino, err := f.lookup(cur, elem)
-		cur.mu.RUnlock()
-		if err != nil {
-			return fail(err)
+		var next *node
+		if err == nil {
+			next, err = f.inode(ino)
 		}
-		next, err := f.inode(ino)
+		cur.mu.RUnlock()
 		if err == nil {
 			err = next.checkNamed()
 		}
@@ -174,7 +186,7 @@ func (f *FS) resolve(op, name string, followLast bool) (*node, error) {
 			if hops++; hops > maxSymlinkHops {
 				return fail(syscall.ELOOP)
 			}
-			target, err := f.readLink(next)
+			target, err := f.readLinkLive(next)
 			if err != nil {
 				return fail(err)
 			}
@@ -222,4 +234,15 @@ func (n *node) checkNamed() error {
 		return &CorruptError{What: "directory entry", Block: -1, Ino: n.ino, Detail: "names an EA inode (an xattr value)"}
 	}
 	return nil
+}
+
+// readLinkLive reads symlink n's target, unless an unlink freed n (its
+// target block may be another file's now).
+func (f *FS) readLinkLive(n *node) (string, error) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	if n.freed.Load() {
+		return "", fs.ErrNotExist
+	}
+	return f.readLink(n)
 }

@@ -200,6 +200,7 @@ func (f *FS) freeInodeIn(h handle, n *node) error {
 	if err := f.setInode(h, n, in); err != nil {
 		return err
 	}
+	n.freed.Store(true)
 	// Out of the cache before the number is free for reuse: a new inode
 	// with this number gets a node of its own, which forget must not drop
 	// (two nodes of one inode would lose each other's changes).
@@ -317,15 +318,21 @@ func (f *FS) eaInodeRef(h handle, ino uint32, delta int64) error {
 // release ends one use of n by an open File; the last use of an inode
 // unlinked while open frees it.
 func (f *FS) release(n *node, wrote bool) error {
-	if n.opens.Add(-1) > 0 || f.w == nil {
+	if f.w == nil {
+		n.opens.Add(-1)
+		return nil
+	}
+	// Under mu, as opens is raised (see lifetime.go): an unlink sees
+	// either this open or none.
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.opens.Add(-1) > 0 || n.freed.Load() {
 		return nil
 	}
 	if wrote {
 		f.w.balloc.DiscardInodePrealloc(n.ino)
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if !n.orphan || n.opens.Load() > 0 {
+	if !n.orphan {
 		return nil
 	}
 	if err := f.removeOrphan(n); err != nil {

@@ -407,6 +407,9 @@ func (f *FS) openFile(name string, flag int, perm fs.FileMode, hops int) (*File,
 	acc := flag & (os.O_RDONLY | os.O_WRONLY | os.O_RDWR)
 	readable := acc == os.O_RDONLY || acc == os.O_RDWR
 	writable := acc == os.O_WRONLY || acc == os.O_RDWR
+	if err := f.checkClosed("open", name); err != nil {
+		return nil, err
+	}
 	if (writable || flag&(os.O_CREATE|os.O_TRUNC) != 0) && f.w == nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: ErrReadOnly}
 	}
@@ -417,59 +420,92 @@ func (f *FS) openFile(name string, flag int, perm fs.FileMode, hops int) (*File,
 		}
 		return f.openNode(n, name, flag, readable, writable)
 	}
+	// An unlink racing the open through a symlink sends it round again;
+	// the name it follows is then gone or another file's.
+	for tries := 0; ; tries++ {
+		file, retry, err := f.openCreate(name, flag, perm, hops, readable, writable)
+		if !retry || tries >= 16 {
+			return file, err
+		}
+	}
+}
+
+// openCreate is one try of an O_CREATE open. An existing file is opened
+// under its directory's lock (so no unlink comes between the lookup and
+// the open); only a symlink is followed afterwards, and retry reports that
+// its target vanished on the way.
+func (f *FS) openCreate(name string, flag int, perm fs.FileMode, hops int, readable, writable bool) (file *File, retry bool, err error) {
 	parent, base, err := f.parentOf("open", name)
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	fail := func(err error) (*File, bool, error) {
+		return nil, false, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
 	parent.mu.Lock()
 	ino, err := f.lookup(parent, base)
 	switch {
 	case err == nil:
-		parent.mu.Unlock()
 		if flag&os.O_EXCL != 0 {
-			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrExist}
+			parent.mu.Unlock()
+			return fail(fs.ErrExist)
 		}
-		n, err := f.resolve("open", name, true)
-		if errors.Is(err, fs.ErrNotExist) {
-			// A dangling symlink: O_CREATE makes its target, as open(2)
-			// does.
-			if target, ok := f.danglingTarget(ino, name); ok {
-				if hops++; hops > maxSymlinkHops {
-					return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ELOOP}
-				}
-				return f.openFile(target, flag, perm, hops)
-			}
+		n, err := f.inode(ino)
+		if err == nil {
+			err = n.checkNamed()
 		}
 		if err != nil {
-			return nil, err
+			parent.mu.Unlock()
+			return fail(err)
 		}
-		return f.openNode(n, name, flag, readable, writable)
+		if !n.isSymlink() {
+			file, err := f.openNode(n, name, flag, readable, writable)
+			parent.mu.Unlock()
+			return file, false, err
+		}
+		target, terr := f.linkTarget(n, name)
+		parent.mu.Unlock()
+		n, err = f.resolve("open", name, true)
+		if errors.Is(err, fs.ErrNotExist) && terr == nil {
+			// A dangling symlink: O_CREATE makes its target, as open(2)
+			// does.
+			if hops++; hops > maxSymlinkHops {
+				return fail(syscall.ELOOP)
+			}
+			file, err := f.openFile(target, flag, perm, hops)
+			return file, false, err
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		file, err := f.openNode(n, name, flag, readable, writable)
+		return file, errors.Is(err, fs.ErrNotExist), err
 	case !errors.Is(err, fs.ErrNotExist):
 		parent.mu.Unlock()
-		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		return fail(err)
 	}
+	defer parent.mu.Unlock()
 	var n *node
 	err = f.retryAlloc(func() (err error) {
 		n, err = f.create(parent, base, newEntry{mode: 0x8000 | unixPerm(perm), uid: f.opts.UID, gid: f.opts.GID})
 		return err
 	})
-	parent.mu.Unlock()
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		return fail(err)
 	}
-	return f.newFile(n, name, readable, writable, flag&os.O_APPEND != 0), nil
+	file, err = f.newFile(n, name, readable, writable, flag&os.O_APPEND != 0)
+	return file, false, err
 }
 
-// danglingTarget returns the path that symlink inode ino, found at name,
-// points to, relative to the image root.
-func (f *FS) danglingTarget(ino uint32, name string) (string, bool) {
-	n, err := f.inode(ino)
-	if err != nil || !n.isSymlink() {
-		return "", false
+// linkTarget returns the path that symlink n, found at name, points to,
+// relative to the image root.
+func (f *FS) linkTarget(n *node, name string) (string, error) {
+	t, err := f.readLinkLive(n)
+	if err != nil {
+		return "", err
 	}
-	t, err := f.readLink(n)
-	if err != nil || t == "" || strings.HasSuffix(t, "/") {
-		return "", false
+	if t == "" || strings.HasSuffix(t, "/") {
+		return "", fs.ErrNotExist
 	}
 	if !path.IsAbs(t) {
 		t = path.Join("/", path.Dir(name), t)
@@ -477,16 +513,21 @@ func (f *FS) danglingTarget(ino uint32, name string) (string, bool) {
 	// ".." stops at the root, as in the kernel's lookup.
 	t = strings.TrimPrefix(path.Clean(t), "/")
 	if t == "" {
-		return ".", true
+		return ".", nil
 	}
-	return t, true
+	return t, nil
 }
 
+// openNode opens n, found at name: the File counts as an open from the
+// start, so a concurrent unlink leaves the inode to its last Close.
 func (f *FS) openNode(n *node, name string, flag int, readable, writable bool) (*File, error) {
 	if writable && n.isDir() {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.EISDIR}
 	}
-	file := f.newFile(n, name, readable, writable, flag&os.O_APPEND != 0)
+	file, err := f.newFile(n, name, readable, writable, flag&os.O_APPEND != 0)
+	if err != nil {
+		return nil, err
+	}
 	if flag&os.O_TRUNC != 0 && n.isRegular() {
 		n.mu.Lock()
 		err := f.truncate(n, 0)

@@ -175,10 +175,11 @@ func (f *FS) link(oldname, newname string) error {
 		old.mu.Lock()
 		defer old.mu.Unlock()
 	}
+	if err := f.named(old); err != nil {
+		return fail(err)
+	}
 	oin := old.in()
 	switch {
-	case oin.LinksCount == 0:
-		return fail(syscall.ENOENT)
 	case oin.LinksCount >= linkMax:
 		return fail(syscall.EMLINK)
 	case oin.HasFlag(inode.FlagImmutable) || oin.HasFlag(inode.FlagAppend):
@@ -231,8 +232,8 @@ func (f *FS) setAttr(op, name string, follow bool, fn func(in *inode.Inode) erro
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.in().LinksCount == 0 && n.ino >= f.sb.FirstInode() {
-		return &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+	if err := f.named(n); err != nil {
+		return &fs.PathError{Op: op, Path: name, Err: err}
 	}
 	h, err := f.begin()
 	if err != nil {

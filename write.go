@@ -559,14 +559,22 @@ func (f *FS) setInode(h handle, n *node, in *inode.Inode) error {
 		return err
 	}
 	in.Raw = raw
+	if n.freed.Load() {
+		return staleWrite(n.ino, "write through a node whose inode was freed")
+	}
+	old := n.in()
 	err = h.Modify(blk, func(b []byte) error {
+		// The slot must still hold this node's inode: a generation that
+		// changed under an in-use inode means a new owner wrote it.
+		if old != nil && inode.SlotGeneration(b[off:]) != old.Generation && inode.SlotInUse(b[off:]) {
+			return staleWrite(n.ino, "the inode table slot belongs to another inode generation")
+		}
 		copy(b[off:], raw)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	old := n.in()
 	n.cur.Store(in)
 	// The block map changes with i_block, the flags or the size, and with
 	// edits of the extent tree's blocks, which extStore records.

@@ -437,6 +437,9 @@ func (f *FS) xattrOp(op, name string, c xattrChange) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if err := f.named(n); err != nil {
+		return &fs.PathError{Op: op, Path: name, Err: err}
+	}
 	err = f.retryAlloc(func() error {
 		h, err := f.begin()
 		if err != nil {

@@ -517,3 +517,9 @@ func (in *Inode) SetDevice(major, minor uint32) {
 	le.PutUint32(in.Block[4:], minor&0xff|(major&0xfff)<<8|(minor&^0xff)<<12)
 	le.PutUint32(in.Block[8:], 0)
 }
+
+// SlotGeneration returns i_generation of the raw inode at the start of b.
+func SlotGeneration(b []byte) uint32 { return binary.LittleEndian.Uint32(b[offGeneration:]) }
+
+// SlotInUse reports whether the raw inode at the start of b has links.
+func SlotInUse(b []byte) bool { return binary.LittleEndian.Uint16(b[offLinks:]) != 0 }
