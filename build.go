@@ -137,6 +137,9 @@ func (f *FS) AddDir(dst, src string, o *BuildOptions) error {
 }
 
 func (f *FS) newBuilder(dst string, o *BuildOptions) (*builder, *node, error) {
+	if f.closed.Load() {
+		return nil, nil, fs.ErrClosed
+	}
 	if f.w == nil {
 		return nil, nil, ErrReadOnly
 	}

@@ -218,6 +218,9 @@ func (f *FS) Extents(name string) ([]Extent, error) {
 // DataRanges returns the byte ranges of the file that hold written data,
 // in order; everything else reads as zeros. Copying only these keeps holes.
 func (fl *File) DataRanges() ([]Range, error) {
+	if err := fl.checkOpen("dataranges"); err != nil {
+		return nil, err
+	}
 	n, f := fl.n, fl.fsys
 	n.mu.RLock() // the tree's blocks must not change while it is walked
 	defer n.mu.RUnlock()

@@ -59,7 +59,7 @@ func (f *File) checkOpen(op string) error {
 func (f *File) Read(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
+	if f.closed || f.fsys.closed.Load() {
 		return 0, &fs.PathError{Op: "read", Path: f.name, Err: fs.ErrClosed}
 	}
 	if f.n.isDir() {
@@ -102,7 +102,7 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 func (f *File) Seek(offset int64, whence int) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
+	if f.closed || f.fsys.closed.Load() {
 		return 0, &fs.PathError{Op: "seek", Path: f.name, Err: fs.ErrClosed}
 	}
 	var base int64
@@ -138,7 +138,7 @@ func (f *File) Seek(offset int64, whence int) (int64, error) {
 func (f *File) ReadDir(count int) ([]fs.DirEntry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
+	if f.closed || f.fsys.closed.Load() {
 		return nil, &fs.PathError{Op: "readdir", Path: f.name, Err: fs.ErrClosed}
 	}
 	if !f.n.isDir() {

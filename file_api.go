@@ -11,7 +11,7 @@ import (
 func (f *File) Write(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed {
+	if f.closed || f.fsys.closed.Load() {
 		return 0, &fs.PathError{Op: "write", Path: f.name, Err: fs.ErrClosed}
 	}
 	if err := f.checkWrite("write"); err != nil {
@@ -62,6 +62,9 @@ func (f *File) WriteString(s string) (int, error) { return f.Write([]byte(s)) }
 
 // ReadFrom copies r into the file at the current offset, in large writes.
 func (f *File) ReadFrom(r io.Reader) (int64, error) {
+	if err := f.checkOpen("write"); err != nil {
+		return 0, err
+	}
 	buf := make([]byte, 1<<20)
 	var total int64
 	for {

@@ -6,8 +6,12 @@ package ext4go_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"strings"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -124,5 +128,133 @@ func TestOpenRacingUnlink(t *testing.T) {
 			t.Logf("%d bystanders", bystanders)
 			closeChecked(t, fsys, image)
 		})
+	}
+}
+
+// TestUseAfterClose: every method of a closed File and of a closed FS
+// fails with an error matching fs.ErrClosed and changes nothing, even when
+// the closed File's inode was freed and its number reused.
+func TestUseAfterClose(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 16<<20, "-t", "ext4")
+	fsys := openRW(t, image)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := fsys.Create("x")
+	must(err)
+	_, err = f.Write(bytes.Repeat([]byte("x"), 100_000))
+	must(err)
+	must(f.Close())
+	must(fsys.Remove("x"))
+	// y most likely gets x's inode number.
+	must(fsys.WriteFile("y", []byte("y's data"), 0o644))
+	d, err := fsys.OpenFile(".", os.O_RDONLY, 0)
+	must(err)
+	must(d.Close())
+	closed := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, fs.ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", what, err)
+		}
+	}
+	buf := make([]byte, 10)
+	_, err = f.Write([]byte("stale"))
+	closed("Write", err)
+	_, err = f.WriteAt([]byte("stale"), 0)
+	closed("WriteAt", err)
+	_, err = f.WriteString("stale")
+	closed("WriteString", err)
+	_, err = f.ReadFrom(strings.NewReader("stale"))
+	closed("ReadFrom", err)
+	closed("Truncate", f.Truncate(1))
+	closed("Fallocate", f.Fallocate(0, 0, 4096))
+	closed("Sync", f.Sync())
+	_, err = f.Read(buf)
+	closed("Read", err)
+	_, err = f.ReadAt(buf, 0)
+	closed("ReadAt", err)
+	_, err = f.Seek(0, io.SeekStart)
+	closed("Seek", err)
+	_, err = f.Stat()
+	closed("Stat", err)
+	_, err = f.DataRanges()
+	closed("DataRanges", err)
+	closed("Close", f.Close())
+	_, err = d.ReadDir(-1)
+	closed("ReadDir", err)
+	if got, err := fsys.ReadFile("y"); err != nil || string(got) != "y's data" {
+		t.Errorf("y after stale writes: %q, %v", got, err)
+	}
+
+	// RemoveAll(".") refuses before removing anything.
+	if err := fsys.RemoveAll("."); err == nil {
+		t.Error("RemoveAll(\".\") succeeded")
+	}
+	if err := fsys.RemoveAll(""); err == nil {
+		t.Error("RemoveAll(\"\") succeeded")
+	}
+	if _, err := fsys.Stat("y"); err != nil {
+		t.Errorf("y after RemoveAll(\".\"): %v", err)
+	}
+
+	open, err := fsys.OpenFile("y", os.O_RDWR, 0)
+	must(err)
+	closeChecked(t, fsys, image)
+	before := fileHash(t, image)
+	closed("FS.Close", fsys.Close())
+	_, err = open.Write([]byte("late"))
+	closed("Write on a File after FS.Close", err)
+	_, err = open.ReadAt(buf, 0)
+	closed("ReadAt on a File after FS.Close", err)
+	closed("Mkdir", fsys.Mkdir("d", 0o755))
+	closed("MkdirAll", fsys.MkdirAll("d/e", 0o755))
+	closed("WriteFile", fsys.WriteFile("z", nil, 0o644))
+	_, err = fsys.Create("z")
+	closed("Create", err)
+	_, err = fsys.Open("y")
+	closed("Open", err)
+	_, err = fsys.OpenFile("y", os.O_RDWR, 0)
+	closed("OpenFile", err)
+	closed("Remove", fsys.Remove("y"))
+	closed("RemoveAll", fsys.RemoveAll("y"))
+	closed("Rename", fsys.Rename("y", "w"))
+	closed("Link", fsys.Link("y", "w"))
+	closed("Symlink", fsys.Symlink("y", "w"))
+	closed("Mknod", fsys.Mknod("w", 0o10644, 0))
+	closed("Chmod", fsys.Chmod("y", 0o600))
+	closed("Chown", fsys.Chown("y", 1, 1))
+	closed("Lchown", fsys.Lchown("y", 1, 1))
+	closed("Chtimes", fsys.Chtimes("y", time.Now(), time.Now()))
+	closed("Lchtimes", fsys.Lchtimes("y", time.Now(), time.Now()))
+	closed("SetXattr", fsys.SetXattr("y", "user.a", []byte("b"), 0))
+	closed("RemoveXattr", fsys.RemoveXattr("y", "user.a"))
+	closed("Sync", fsys.Sync())
+	_, err = fsys.Stat("y")
+	closed("Stat", err)
+	_, err = fsys.Lstat("y")
+	closed("Lstat", err)
+	_, err = fsys.ReadFile("y")
+	closed("ReadFile", err)
+	_, err = fsys.ReadDir(".")
+	closed("ReadDir", err)
+	_, err = fsys.ReadLink("y")
+	closed("ReadLink", err)
+	_, err = fsys.GetXattr("y", "user.a")
+	closed("GetXattr", err)
+	_, err = fsys.ListXattr("y")
+	closed("ListXattr", err)
+	_, err = fsys.Extents("y")
+	closed("Extents", err)
+	closed("AddDir", fsys.AddDir(".", t.TempDir(), nil))
+	closed("AddTar", fsys.AddTar(".", strings.NewReader(""), nil))
+	if open.Close() != nil {
+		t.Error("closing a File after its FS: want nil (the FS released it)")
+	}
+	if after := fileHash(t, image); after != before {
+		t.Error("the image changed after FS.Close")
 	}
 }

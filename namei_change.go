@@ -103,6 +103,11 @@ func (f *FS) dirIsEmpty(n *node) (bool, error) {
 // RemoveAll removes name and everything under it, as os.RemoveAll: a
 // missing name is not an error.
 func (f *FS) RemoveAll(name string) error {
+	// Like os.RemoveAll, which refuses "." (and names ending in it) before
+	// removing anything.
+	if name == "." || name == "" {
+		return &fs.PathError{Op: "removeall", Path: name, Err: syscall.EINVAL}
+	}
 	return f.removeAll(name, map[uint32]bool{})
 }
 

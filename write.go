@@ -3,6 +3,7 @@ package ext4go
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/bits"
 	"sync"
 	"syscall"
@@ -254,6 +255,9 @@ func (f *FS) writeGroupDesc(h handle, g uint32) error {
 
 // Sync writes every change made so far to the device and flushes it.
 func (f *FS) Sync() error {
+	if f.closed.Load() {
+		return fs.ErrClosed
+	}
 	if f.w == nil {
 		return nil
 	}
