@@ -221,6 +221,11 @@ func (fl *File) DataRanges() ([]Range, error) {
 	if err := fl.checkOpen("dataranges"); err != nil {
 		return nil, err
 	}
+	return fl.dataRanges()
+}
+
+// dataRanges is DataRanges without the open check (Seek holds fl.mu).
+func (fl *File) dataRanges() ([]Range, error) {
 	n, f := fl.n, fl.fsys
 	n.mu.RLock() // the tree's blocks must not change while it is walked
 	defer n.mu.RUnlock()

@@ -376,6 +376,10 @@ func (f *FS) readInode(ino uint32) (*node, error) {
 	if err != nil {
 		return nil, fserr.At(err, int64(blk), ino)
 	}
+	if in.Size >= 1<<63 {
+		// A negative loff_t (kernel: ext4_iget, "bad i_size value").
+		return nil, &CorruptError{What: "inode", Block: int64(blk), Ino: ino, Detail: fmt.Sprintf("i_size %d is past the largest file size", in.Size)}
+	}
 	if in.LinksCount == 0 && in.Mode == 0 && ino >= f.sb.FirstInode() {
 		return nil, &CorruptError{What: "inode", Block: int64(blk), Ino: ino, Detail: "referenced but not in use"}
 	}

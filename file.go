@@ -208,7 +208,7 @@ func (f *File) seekData(off int64, data bool) (int64, error) {
 	if off >= size {
 		return 0, syscall.ENXIO
 	}
-	ranges, err := f.DataRanges()
+	ranges, err := f.dataRanges()
 	if err != nil {
 		return 0, err
 	}

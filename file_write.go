@@ -24,6 +24,9 @@ type extStore struct {
 	ino   uint32
 	n     *node // set by FS.editor
 	delta int64 // blocks allocated minus blocks freed
+	// undo, when set, records the tree's block changes and allocations so
+	// that a failing operation can revert them (see undoLog).
+	undo *undoLog
 	// nodes are blocks allocated ahead for the indirect blocks a block
 	// map insert will need (so they sit just before their data); AllocNode
 	// hands them out first.
@@ -46,7 +49,12 @@ func (s *extStore) ReadNode(pblk uint64) ([]byte, error) {
 
 func (s *extStore) WriteNode(pblk uint64, b []byte) error {
 	s.treeChanged()
-	return s.h.Modify(pblk, func(dst []byte) error {
+	modify := s.h.Modify
+	if s.undo != nil {
+		s.undo.touched(s.n)
+		modify = s.undo.modify
+	}
+	return modify(pblk, func(dst []byte) error {
 		copy(dst, b)
 		return nil
 	})
@@ -62,6 +70,7 @@ func (s *extStore) AllocNode(goal uint64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	s.undo.allocated(e.Start)
 	s.delta++
 	return e.Start, nil
 }
@@ -72,6 +81,7 @@ func (s *extStore) FreeNode(pblk uint64) error {
 	if err := s.f.w.balloc.Free(s.h, pblk, 1, mballoc.FreeMetadata); err != nil {
 		return err
 	}
+	s.undo.freed(pblk)
 	s.delta--
 	return nil
 }

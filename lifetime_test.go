@@ -14,10 +14,12 @@ import (
 	"strings"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ext4go/ext4go"
 	"github.com/ext4go/ext4go/internal/testutil"
 )
 
@@ -257,4 +259,147 @@ func TestUseAfterClose(t *testing.T) {
 	if after := fileHash(t, image); after != before {
 		t.Error("the image changed after FS.Close")
 	}
+}
+
+// TestENOSPCGrowingDirectory: on a full disk, every change that must grow a
+// full one-block directory fails with ENOSPC and leaves no trace (before,
+// the block it did get stayed allocated and unreferenced).
+func TestENOSPCGrowingDirectory(t *testing.T) {
+	entry := func(i int) string { return fmt.Sprintf("d/e%04d", i) }
+	// How many entries fill d's first block.
+	trial := filepath.Join(t.TempDir(), "trial")
+	testutil.Mke2fs(t, trial, 4<<20, "-t", "ext4", "-b", "1024")
+	tf := openRW(t, trial)
+	if err := tf.Mkdir("d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	full := 0
+	for {
+		if err := tf.Symlink("t", entry(full)); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := tf.Stat("d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() > 1024 {
+			break
+		}
+		full++
+	}
+	tf.Close()
+
+	ops := []struct {
+		name string
+		free int
+		op   func(*ext4go.FS) error
+	}{
+		{"create", 1, func(f *ext4go.FS) error { _, err := f.Create("d/z9999"); return err }},
+		{"symlink", 1, func(f *ext4go.FS) error { return f.Symlink("t", "d/z9999") }},
+		{"link", 1, func(f *ext4go.FS) error { return f.Link("x", "d/z9999") }},
+		{"rename", 1, func(f *ext4go.FS) error { return f.Rename("x", "d/z9999") }},
+		{"rename-dir", 1, func(f *ext4go.FS) error { return f.Rename("sub", "d/z9999") }},
+		{"mknod", 1, func(f *ext4go.FS) error { return f.Mknod("d/z9999", syscall.S_IFIFO|0o644, 0) }},
+		{"mkdir", 2, func(f *ext4go.FS) error { return f.Mkdir("d/z9999", 0o755) }},
+		{"mkdir-1", 1, func(f *ext4go.FS) error { return f.Mkdir("d/z9999", 0o755) }},
+	}
+	for _, o := range ops {
+		t.Run(o.name, func(t *testing.T) {
+			image := filepath.Join(t.TempDir(), "img")
+			testutil.Mke2fs(t, image, 4<<20, "-t", "ext4", "-b", "1024")
+			fsys := openRW(t, image)
+			must := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			must(fsys.Mkdir("d", 0o755))
+			for i := 0; i < full; i++ {
+				must(fsys.Symlink("t", entry(i)))
+			}
+			must(fsys.WriteFile("x", nil, 0o644))
+			must(fsys.Mkdir("sub", 0o755))
+			for i := 0; i < o.free; i++ {
+				must(fsys.WriteFile(fmt.Sprintf("pad%d", i), make([]byte, 1024), 0o644))
+			}
+			big, err := fsys.Create("big")
+			must(err)
+			for {
+				if _, err := big.Write(make([]byte, 1024)); err != nil {
+					if !isENOSPC(err) {
+						t.Fatal(err)
+					}
+					break
+				}
+			}
+			must(big.Close())
+			for i := 0; i < o.free; i++ {
+				must(fsys.Remove(fmt.Sprintf("pad%d", i)))
+			}
+			must(fsys.Sync())
+			if got := fsys.Info().FreeBlocks; got != uint64(o.free) {
+				t.Logf("free blocks %d, want %d", got, o.free)
+			}
+			if fi, _ := fsys.Stat("d"); fi.Size() != 1024 {
+				t.Fatalf("d is %d bytes, want one full block", fi.Size())
+			}
+			err = o.op(fsys)
+			if !isENOSPC(err) {
+				t.Errorf("%s: %v, want ENOSPC", o.name, err)
+			}
+			if _, err := fsys.Lstat("d/z9999"); err == nil {
+				t.Errorf("d/new exists after a failed %s", o.name)
+			}
+			for _, p := range []string{"x", "sub"} {
+				if _, err := fsys.Lstat(p); err != nil {
+					t.Errorf("%s after a failed %s: %v", p, o.name, err)
+				}
+			}
+			closeChecked(t, fsys, image)
+		})
+	}
+}
+
+// TestHugeSizeCorrupt: an i_size the kernel rejects (2^63 and up, a
+// negative loff_t) is a CorruptError, not a file of 4 EiB.
+func TestHugeSizeCorrupt(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 8<<20, "-t", "ext4")
+	fsys := openRW(t, image)
+	if err := fsys.WriteFile("f", []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	closeChecked(t, fsys, image)
+	testutil.DebugfsWrite(t, image, "sif f size 0x8000000000000000")
+	ro := openImage(t, image)
+	for what, err := range map[string]error{
+		"stat": func() error { _, err := ro.Stat("f"); return err }(),
+		"read": func() error { _, err := ro.ReadFile("f"); return err }(),
+	} {
+		if !errors.Is(err, ext4go.ErrCorrupt) {
+			t.Errorf("%s of a file with i_size 2^63: %v, want ErrCorrupt", what, err)
+		}
+	}
+}
+
+// TestRefusedNames: what the kernel refuses is refused here, before any
+// change: NUL in a symlink target, names over 255 bytes, NUL in a name.
+func TestRefusedNames(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 8<<20, "-t", "ext4")
+	fsys := openRW(t, image)
+	long := strings.Repeat("n", 256)
+	for what, err := range map[string]error{
+		"symlink target with NUL": fsys.Symlink("a\x00b", "s"),
+		"name over 255 bytes":     fsys.Mkdir(long, 0o755),
+		"symlink named 256 bytes": fsys.Symlink("t", long),
+		"name with NUL":           fsys.Mkdir("a\x00b", 0o755),
+		"rename to 256 bytes":     func() error { fsys.Mkdir("d", 0o755); return fsys.Rename("d", long) }(),
+	} {
+		if err == nil {
+			t.Errorf("%s: accepted", what)
+		}
+	}
+	closeChecked(t, fsys, image)
 }

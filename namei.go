@@ -31,8 +31,10 @@ type dirStore struct {
 	fresh map[uint32]bool // blocks appended in this change: written without reading
 }
 
-func (f *FS) newDirStore(h handle, n *node, in *inode.Inode) *dirStore {
-	return &dirStore{f: f, h: h, n: n, in: in, es: &extStore{f: f, h: h, ino: n.ino}, fresh: map[uint32]bool{}}
+// newDirStore returns the store of directory n (in is the copy of its
+// inode being changed) in h; u, if not nil, records the changes for undo.
+func (f *FS) newDirStore(h handle, n *node, in *inode.Inode, u *undoLog) *dirStore {
+	return &dirStore{f: f, h: h, n: n, in: in, es: &extStore{f: f, h: h, ino: n.ino, undo: u}, fresh: map[uint32]bool{}}
 }
 
 // physical maps a directory block, 0 for a hole.
@@ -75,6 +77,9 @@ func (s *dirStore) WriteBlock(lblk uint32, b []byte) error {
 	if s.fresh[lblk] {
 		return s.h.Create(p, put)
 	}
+	if s.es.undo != nil {
+		return s.es.undo.modify(p, put)
+	}
 	return s.h.Modify(p, put)
 }
 
@@ -102,6 +107,8 @@ func (s *dirStore) AppendBlock() (uint32, error) {
 		f.w.balloc.Free(s.h, ext.Start, 1, 0)
 		return 0, err
 	}
+	s.es.undo.allocated(ext.Start)
+	s.es.undo.touched(s.n)
 	if err := f.addBlocks(s.in, s.es.delta+1); err != nil {
 		return 0, err
 	}
@@ -265,7 +272,11 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 	}
 	child.mu.Lock()
 	defer child.mu.Unlock()
+	// On failure every step is undone: the parent's blocks, then the
+	// child (its blocks, then the inode itself).
+	pu := newUndo(f, h)
 	undo := func(err error) (*node, error) {
+		pu.undo()
 		in := editInode(child)
 		in.LinksCount = 0
 		f.setInode(h, child, in)
@@ -274,11 +285,13 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 		}
 		return nil, err
 	}
-	if err := f.initInode(h, parent, child, e); err != nil {
+	cu := newUndo(f, h)
+	if err := f.initInode(h, parent, child, e, cu); err != nil {
+		cu.undo()
 		return undo(err)
 	}
 	pin := editInode(parent)
-	ds := f.newDirStore(h, parent, pin)
+	ds := f.newDirStore(h, parent, pin, pu)
 	ed := f.dirEditor(ds)
 	ed.NameChecked = true // looked up above, under parent.mu
 	if err := ed.Add(dir.Entry{Inode: child.ino, Name: []byte(name), FileType: f.fileType(e.mode)}); err != nil {
@@ -290,19 +303,19 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 	}
 	now := inode.FromTime(f.now())
 	pin.Mtime, pin.Ctime = now, now
-	if err := f.setInode(h, parent, pin); err != nil {
-		return nil, err
+	if err := pu.setInode(parent, pin); err != nil {
+		return undo(err)
 	}
 	return child, nil
 }
 
 // initInode gives a new inode its content: a directory its first block, a
 // symlink its target, a device node its number.
-func (f *FS) initInode(h handle, parent, child *node, e newEntry) error {
+func (f *FS) initInode(h handle, parent, child *node, e newEntry, u *undoLog) error {
 	in := editInode(child)
 	switch e.mode & 0xF000 {
 	case 0x4000:
-		ds := f.newDirStore(h, child, in)
+		ds := f.newDirStore(h, child, in, u)
 		lblk, err := ds.AppendBlock()
 		if err != nil {
 			return err
@@ -324,7 +337,7 @@ func (f *FS) initInode(h handle, parent, child *node, e newEntry) error {
 			in.Size = uint64(len(e.target))
 		} else {
 			// Slow symlink: the target goes in a data block.
-			if err := f.writeSmall(h, child, in, []byte(e.target)); err != nil {
+			if err := f.writeSmall(h, child, in, []byte(e.target), u); err != nil {
 				return err
 			}
 		}
@@ -353,8 +366,8 @@ func decLinks(in *inode.Inode) {
 
 // writeSmall gives a new, empty inode its first bytes (less than a block)
 // inside h: one block is allocated and written directly.
-func (f *FS) writeSmall(h handle, n *node, in *inode.Inode, data []byte) error {
-	s := &extStore{f: f, h: h, ino: n.ino}
+func (f *FS) writeSmall(h handle, n *node, in *inode.Inode, data []byte, u *undoLog) error {
+	s := &extStore{f: f, h: h, ino: n.ino, undo: u}
 	ed := f.editor(n, in, s)
 	group, _, _ := f.sb.GroupOfInode(n.ino)
 	ext, err := f.allocData(h, mballoc.Request{Inode: n.ino, Len: 1, Flags: mballoc.FlagData, Goal: f.sb.GroupFirstBlock(group), FileSize: uint64(len(data))})
@@ -368,6 +381,7 @@ func (f *FS) writeSmall(h handle, n *node, in *inode.Inode, data []byte) error {
 		f.w.balloc.Free(h, ext.Start, 1, 0)
 		return err
 	}
+	u.allocated(ext.Start)
 	in.Size = uint64(len(data))
 	return f.addBlocks(in, s.delta+1)
 }
@@ -605,6 +619,11 @@ func (f *FS) MkdirAll(name string, perm fs.FileMode) error {
 func (f *FS) Symlink(target, name string) error {
 	if target == "" {
 		return &fs.PathError{Op: "symlink", Path: name, Err: syscall.ENOENT}
+	}
+	if strings.IndexByte(target, 0) >= 0 {
+		// A target is a C string in the kernel's interface; e2fsck
+		// rejects one holding NUL.
+		return &fs.PathError{Op: "symlink", Path: name, Err: syscall.EINVAL}
 	}
 	return f.mknodAt("symlink", name, newEntry{mode: 0xA000 | 0o777, target: target, uid: f.opts.UID, gid: f.opts.GID})
 }

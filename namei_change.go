@@ -29,7 +29,7 @@ func (f *FS) Remove(name string) error {
 }
 
 // removeEntry unlinks (or rmdirs) base from parent, whose mu is held.
-func (f *FS) removeEntry(parent *node, base string) error {
+func (f *FS) removeEntry(parent *node, base string) (err error) {
 	if err := f.checkDirWritable(parent); err != nil {
 		return err
 	}
@@ -75,8 +75,14 @@ func (f *FS) removeEntry(parent *node, base string) error {
 		return err
 	}
 	defer h.End()
+	u := newUndo(f, h)
+	defer func() {
+		if err != nil {
+			u.undo()
+		}
+	}()
 	pin := editInode(parent)
-	ed := f.dirEditor(f.newDirStore(h, parent, pin))
+	ed := f.dirEditor(f.newDirStore(h, parent, pin, u))
 	if _, err := ed.Remove([]byte(base)); err != nil {
 		return err
 	}
@@ -85,7 +91,7 @@ func (f *FS) removeEntry(parent *node, base string) error {
 	}
 	now := inode.FromTime(f.now())
 	pin.Mtime, pin.Ctime = now, now
-	if err := f.setInode(h, parent, pin); err != nil {
+	if err := u.setInode(parent, pin); err != nil {
 		return err
 	}
 	return f.dropLink(h, child, isDir)
@@ -152,7 +158,7 @@ func (f *FS) Link(oldname, newname string) error {
 	return f.retryAlloc(func() error { return f.link(oldname, newname) })
 }
 
-func (f *FS) link(oldname, newname string) error {
+func (f *FS) link(oldname, newname string) (err error) {
 	old, err := f.resolve("link", oldname, false)
 	if err != nil {
 		return err
@@ -206,21 +212,27 @@ func (f *FS) link(oldname, newname string) error {
 		return fail(err)
 	}
 	defer h.End()
+	u := newUndo(f, h)
+	defer func() {
+		if err != nil {
+			u.undo()
+		}
+	}()
 	pin := editInode(parent)
-	ed := f.dirEditor(f.newDirStore(h, parent, pin))
+	ed := f.dirEditor(f.newDirStore(h, parent, pin, u))
 	if err := ed.Add(dir.Entry{Inode: old.ino, Name: []byte(base), FileType: f.fileType(oin.Mode)}); err != nil {
 		return fail(err)
 	}
 	f.finishDir(ed, pin)
 	now := inode.FromTime(f.now())
 	pin.Mtime, pin.Ctime = now, now
-	if err := f.setInode(h, parent, pin); err != nil {
+	if err := u.setInode(parent, pin); err != nil {
 		return fail(err)
 	}
 	nin := editInode(old)
 	nin.LinksCount++
 	nin.Ctime = now
-	if err := f.setInode(h, old, nin); err != nil {
+	if err := u.setInode(old, nin); err != nil {
 		return fail(err)
 	}
 	return nil

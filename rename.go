@@ -43,7 +43,7 @@ func unwrapPath(err error) error {
 	return err
 }
 
-func (f *FS) rename(oldname, newname string, flags int) error {
+func (f *FS) rename(oldname, newname string, flags int) (err error) {
 	if flags&^(RenameNoReplace|RenameExchange) != 0 || flags == RenameNoReplace|RenameExchange {
 		return syscall.EINVAL
 	}
@@ -192,15 +192,23 @@ func (f *FS) rename(oldname, newname string, flags int) error {
 		return err
 	}
 	defer h.End()
+	// A failure at any step below puts everything back (see undoLog).
+	u := newUndo(f, h)
+	defer func() {
+		if err != nil {
+			u.undo()
+		}
+	}()
 	opin := editInode(oldParent)
-	oed := f.dirEditor(f.newDirStore(h, oldParent, opin))
+	oed := f.dirEditor(f.newDirStore(h, oldParent, opin, u))
 	npin, ned := opin, oed
 	if cross {
 		npin = editInode(newParent)
-		ned = f.dirEditor(f.newDirStore(h, newParent, npin))
+		ned = f.dirEditor(f.newDirStore(h, newParent, npin, u))
 	}
 	srcFT := f.fileType(src.in().Mode)
 	now := inode.FromTime(f.now())
+	dropDst := false
 	switch {
 	case flags&RenameExchange != 0:
 		if _, err := ned.Replace([]byte(newBase), src.ino, srcFT); err != nil {
@@ -211,21 +219,21 @@ func (f *FS) rename(oldname, newname string, flags int) error {
 		}
 		if cross {
 			if srcDir {
-				if err := f.setDotDot(h, src, newParent.ino); err != nil {
+				if err := f.setDotDot(u, src, newParent.ino); err != nil {
 					return err
 				}
 				decLinks(opin)
 				f.incLinks(npin)
 			}
 			if dst.isDir() {
-				if err := f.setDotDot(h, dst, oldParent.ino); err != nil {
+				if err := f.setDotDot(u, dst, oldParent.ino); err != nil {
 					return err
 				}
 				decLinks(npin)
 				f.incLinks(opin)
 			}
 		}
-		if err := f.touchCtime(h, dst, now); err != nil {
+		if err := f.touchCtime(u, dst, now); err != nil {
 			return err
 		}
 	case dst != nil:
@@ -236,14 +244,12 @@ func (f *FS) rename(oldname, newname string, flags int) error {
 			return err
 		}
 		dstDir := dst.isDir()
-		if err := f.dropLink(h, dst, dstDir); err != nil {
-			return err
-		}
+		dropDst = true // last: a freed inode cannot be undone
 		if dstDir {
 			decLinks(npin)
 		}
 		if cross && srcDir {
-			if err := f.setDotDot(h, src, newParent.ino); err != nil {
+			if err := f.setDotDot(u, src, newParent.ino); err != nil {
 				return err
 			}
 			decLinks(opin)
@@ -257,7 +263,7 @@ func (f *FS) rename(oldname, newname string, flags int) error {
 			return err
 		}
 		if cross && srcDir {
-			if err := f.setDotDot(h, src, newParent.ino); err != nil {
+			if err := f.setDotDot(u, src, newParent.ino); err != nil {
 				return err
 			}
 			decLinks(opin)
@@ -266,37 +272,43 @@ func (f *FS) rename(oldname, newname string, flags int) error {
 	}
 	f.finishDir(oed, opin)
 	opin.Mtime, opin.Ctime = now, now
-	if err := f.setInode(h, oldParent, opin); err != nil {
+	if err := u.setInode(oldParent, opin); err != nil {
 		return err
 	}
 	if cross {
 		f.finishDir(ned, npin)
 		npin.Mtime, npin.Ctime = now, now
-		if err := f.setInode(h, newParent, npin); err != nil {
+		if err := u.setInode(newParent, npin); err != nil {
 			return err
 		}
 	}
-	return f.touchCtime(h, src, now)
+	if err := f.touchCtime(u, src, now); err != nil {
+		return err
+	}
+	if dropDst {
+		return f.dropLink(h, dst, dst.isDir())
+	}
+	return nil
 }
 
-func (f *FS) touchCtime(h handle, n *node, now inode.Timestamp) error {
+func (f *FS) touchCtime(u *undoLog, n *node, now inode.Timestamp) error {
 	in := editInode(n)
 	in.Ctime = now
-	return f.setInode(h, n, in)
+	return u.setInode(n, in)
 }
 
 // setDotDot points directory n's ".." at parent (n.mu held).
-func (f *FS) setDotDot(h handle, n *node, parent uint32) error {
+func (f *FS) setDotDot(u *undoLog, n *node, parent uint32) error {
 	in := editInode(n)
 	if in.HasFlag(inode.FlagInlineData) {
 		binary.LittleEndian.PutUint32(in.Block[0:4], parent)
-		return f.setInode(h, n, in)
+		return u.setInode(n, in)
 	}
-	ed := f.dirEditor(f.newDirStore(h, n, in))
+	ed := f.dirEditor(f.newDirStore(u.h, n, in, u))
 	if err := ed.SetDotDot(parent); err != nil {
 		return err
 	}
-	return f.setInode(h, n, in)
+	return u.setInode(n, in)
 }
 
 // checkNotAncestor refuses to move directory d into target or below it.

@@ -549,7 +549,7 @@ func (f *FS) uninlineDir(n *node) error {
 		return err
 	}
 	in.Size = 0
-	ds := f.newDirStore(h, n, in)
+	ds := f.newDirStore(h, n, in, nil)
 	lblk, err := ds.AppendBlock()
 	if err != nil {
 		return err
