@@ -11,11 +11,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"strings"
 	"path/filepath"
+	"strings"
 	"sync"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
