@@ -114,13 +114,14 @@ func (f *FS) RemoveAll(name string) error {
 	if name == "." || name == "" {
 		return &fs.PathError{Op: "removeall", Path: name, Err: syscall.EINVAL}
 	}
-	return f.removeAll(name, map[uint32]bool{})
+	return f.removeAll(name)
 }
 
-// removeAll is RemoveAll; above holds the directories being emptied, so
-// that a corrupt entry naming one of them ends in an error instead of an
-// endless descent.
-func (f *FS) removeAll(name string, above map[uint32]bool) error {
+// removeAll is RemoveAll. Directories are read through the one above
+// (File.OpenAt, which refuses a directory with a second name, so a loop
+// in a corrupt image stops the removal before it reaches anything outside
+// name), and each is emptied before it is removed.
+func (f *FS) removeAll(name string) error {
 	fi, err := f.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -129,21 +130,14 @@ func (f *FS) removeAll(name string, above map[uint32]bool) error {
 		return err
 	}
 	if fi.IsDir() {
-		ino := fi.Sys().(*Stat).Ino
-		if above[ino] {
-			return &fs.PathError{Op: "removeall", Path: name, Err: &CorruptError{What: "directory", Block: -1, Ino: ino,
-				Detail: "an entry names a directory above it (a loop)"}}
-		}
-		above[ino] = true
-		defer delete(above, ino)
-		ents, err := f.ReadDir(name)
+		d, err := f.OpenFile(name, os.O_RDONLY, 0)
 		if err != nil {
 			return err
 		}
-		for _, e := range ents {
-			if err := f.removeAll(path.Join(name, e.Name()), above); err != nil {
-				return err
-			}
+		err = f.emptyDir(d, name, map[uint32]bool{})
+		d.Close()
+		if err != nil {
+			return err
 		}
 	}
 	err = f.Remove(name)
@@ -151,6 +145,41 @@ func (f *FS) removeAll(name string, above map[uint32]bool) error {
 		return nil
 	}
 	return err
+}
+
+// emptyDir removes everything in directory d (found at name); above holds
+// the directories being emptied.
+func (f *FS) emptyDir(d *File, name string, above map[uint32]bool) error {
+	if above[d.Ino()] {
+		return &fs.PathError{Op: "removeall", Path: name, Err: loopError(d.Ino(), name)}
+	}
+	above[d.Ino()] = true
+	defer delete(above, d.Ino())
+	ents, err := d.ReadDir(-1)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		p := path.Join(name, e.Name())
+		if e.IsDir() {
+			c, err := d.OpenAt(e.Name())
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			err = f.emptyDir(c, p, above)
+			c.Close()
+			if err != nil {
+				return err
+			}
+		}
+		if err := f.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // Link creates newname as a hard link to the file oldname.

@@ -29,6 +29,7 @@ type copyOut struct {
 	noOwner   bool
 	quiet     bool
 	links     map[uint32]string // inode -> path relative to the destination root, for hard links
+	above     map[uint32]bool   // directories being copied, by inode: an entry naming one is a loop
 	warned    map[string]bool
 	errs      int
 	isRoot    bool
@@ -145,6 +146,14 @@ func (co *copyOut) hardlink(dirfd int, name, first string) error {
 }
 
 func (co *copyOut) copyDir(parentfd int, name, src string, st *ext4go.Stat) error {
+	if co.above == nil {
+		co.above = map[uint32]bool{}
+	}
+	if co.above[st.Ino] {
+		return &fs.PathError{Op: "get", Path: src, Err: &ext4go.CorruptError{What: "directory", Block: -1, Ino: st.Ino, Detail: "names a directory above it (a loop)"}}
+	}
+	co.above[st.Ino] = true
+	defer delete(co.above, st.Ino)
 	if name != "." {
 		err := unix.Mkdirat(parentfd, name, 0o700)
 		if err != nil && !errors.Is(err, unix.EEXIST) {

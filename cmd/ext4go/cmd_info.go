@@ -128,7 +128,7 @@ func runFrag(e *env, args []string) error {
 	if !fi.IsDir() {
 		return one(name)
 	}
-	err = fs.WalkDir(fsys, name, func(p string, d fs.DirEntry, err error) error {
+	err = fsys.WalkDir(name, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
 	"sort"
 	"strings"
@@ -77,24 +78,36 @@ func runLs(e *env, args []string) error {
 		return nil
 	}
 	var firstErr error
-	var list func(dir string, header bool)
-	list = func(dir string, header bool) {
-		ents, err := fsys.ReadDir(dir)
+	report := func(err error) {
+		fmt.Fprintf(e.stderr, "ext4go ls: %v\n", err)
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	// Directories are read through the one above (OpenAt), so a deep tree
+	// costs what it holds; above catches a loop in a corrupt image.
+	above := map[uint32]bool{}
+	var list func(d *ext4go.File, dir string, header bool)
+	list = func(d *ext4go.File, dir string, header bool) {
+		if above[d.Ino()] {
+			report(&fs.PathError{Op: "ls", Path: dir, Err: &ext4go.CorruptError{What: "directory", Block: -1, Ino: d.Ino(), Detail: "names a directory above it (a loop)"}})
+			return
+		}
+		above[d.Ino()] = true
+		defer delete(above, d.Ino())
+		ents, err := d.ReadDir(-1)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "ext4go ls: %v\n", err)
-			if firstErr == nil {
-				firstErr = err
-			}
+			report(err)
 			return
 		}
 		if header {
 			fmt.Fprintf(e.stdout, "%s:\n", displayPath(dir))
 		}
 		var subdirs []string
-		for _, d := range ents {
-			p := path.Join(dir, d.Name())
+		for _, ent := range ents {
+			p := path.Join(dir, ent.Name())
 			if long {
-				info, err := d.Info()
+				info, err := ent.Info()
 				if err != nil {
 					fmt.Fprintf(e.stderr, "ext4go ls: %s: %v\n", p, err)
 					if firstErr == nil {
@@ -104,20 +117,31 @@ func runLs(e *env, args []string) error {
 				}
 				printEntry(e.stdout, fsys, p, info, true)
 			} else {
-				fmt.Fprintln(e.stdout, quoteName(d.Name()))
+				fmt.Fprintln(e.stdout, quoteName(ent.Name()))
 			}
-			if d.IsDir() {
-				subdirs = append(subdirs, p)
+			if ent.IsDir() {
+				subdirs = append(subdirs, ent.Name())
 			}
 		}
 		if recursive {
 			for _, s := range subdirs {
 				fmt.Fprintln(e.stdout)
-				list(s, true)
+				c, err := d.OpenAt(s)
+				if err != nil {
+					report(err)
+					continue
+				}
+				list(c, path.Join(dir, s), true)
+				c.Close()
 			}
 		}
 	}
-	list(name, recursive)
+	top, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer top.Close()
+	list(top, name, recursive)
 	if firstErr != nil {
 		return errors.New("some entries could not be read")
 	}

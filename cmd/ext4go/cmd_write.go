@@ -586,37 +586,29 @@ func realPath(fsys *ext4go.FS, name string) (string, error) {
 }
 
 // walkTree calls fn on name and, if it is a directory (not following
-// symlinks below name), on everything under it, parents first.
+// symlinks below name), on everything under it, parents first. A
+// directory loop (a corrupt image) is an error, not an endless walk.
 func walkTree(fsys *ext4go.FS, name string, fn func(name string, fi fs.FileInfo) error) error {
 	fi, err := fsys.Lstat(name)
 	if err != nil {
 		return err
 	}
-	return walkFrom(fsys, name, fi, fn)
-}
-
-func walkFrom(fsys *ext4go.FS, name string, fi fs.FileInfo, fn func(name string, fi fs.FileInfo) error) error {
-	if err := fn(name, fi); err != nil {
-		return err
-	}
 	if !fi.IsDir() {
-		return nil
+		return fn(name, fi)
 	}
-	ents, err := fsys.ReadDir(name)
-	if err != nil {
-		return failf("cannot read directory", displayPath(name), err)
-	}
-	for _, d := range ents {
-		child := joinImage(name, d.Name())
+	return fsys.WalkDir(name, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if d != nil && d.IsDir() {
+				return failf("cannot read directory", displayPath(p), err)
+			}
+			return failf("cannot access", displayPath(p), err)
+		}
 		cfi, err := d.Info()
 		if err != nil {
-			return failf("cannot access", displayPath(child), err)
+			return failf("cannot access", displayPath(p), err)
 		}
-		if err := walkFrom(fsys, child, cfi, fn); err != nil {
-			return err
-		}
-	}
-	return nil
+		return fn(p, cfi)
+	})
 }
 
 func init() {
