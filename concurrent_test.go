@@ -119,8 +119,17 @@ func (w *worker) writeFile(p string, f *wfile) {
 		return
 	}
 	defer fl.Close()
+	op := "?"
+	defer func() {
+		// After a tolerated failure the file must hold what the model
+		// says: the failed change left no trace (a short write its part).
+		if w.tolerant && op != "" {
+			w.readBack(fl, p, f, "after a failed "+op)
+		}
+	}()
 	switch w.rng.IntN(4) {
 	case 0: // append
+		op = "append"
 		d := w.data(1 + w.rng.IntN(20000))
 		if m, err := fl.WriteAt(d, int64(len(f.data))); err != nil {
 			f.apply(len(f.data), d[:m])
@@ -129,6 +138,7 @@ func (w *worker) writeFile(p string, f *wfile) {
 		}
 		f.data = append(f.data, d...)
 	case 1: // truncate
+		op = "truncate"
 		size := w.rng.IntN(len(f.data) + 10000)
 		if err := fl.Truncate(int64(size)); err != nil {
 			w.failErr(err, "truncate %s", p)
@@ -143,6 +153,7 @@ func (w *worker) writeFile(p string, f *wfile) {
 		if len(f.data) == 0 {
 			return
 		}
+		op = "punch"
 		off := w.rng.IntN(len(f.data))
 		n := 1 + w.rng.IntN(len(f.data)-off)
 		if err := fl.Fallocate(ext4go.FallocPunchHole|ext4go.FallocKeepSize, int64(off), int64(n)); err != nil {
@@ -151,6 +162,7 @@ func (w *worker) writeFile(p string, f *wfile) {
 		}
 		clear(f.data[off : off+n])
 	default: // overwrite somewhere, maybe past the end
+		op = "write"
 		off := w.rng.IntN(len(f.data) + 30000)
 		d := w.data(1 + w.rng.IntN(70000))
 		if m, err := fl.WriteAt(d, int64(off)); err != nil {
@@ -164,11 +176,26 @@ func (w *worker) writeFile(p string, f *wfile) {
 		copy(f.data[off:], d)
 	}
 	// Read it back through the same handle.
+	w.readBack(fl, p, f, "after "+op)
+	op = ""
+}
+
+// readBack compares the file open as fl with its record.
+func (w *worker) readBack(fl *ext4go.File, p string, f *wfile, when string) {
+	fi, err := fl.Stat()
+	if err != nil {
+		w.fail("stat %s %s: %v", p, when, err)
+		return
+	}
 	got := make([]byte, len(f.data))
 	if n, err := fl.ReadAt(got, 0); n != len(got) || (err != nil && err != io.EOF) {
-		w.fail("read back %s: %d bytes, %v", p, n, err)
-	} else if !bytes.Equal(got, f.data) {
-		w.fail("read back %s: content differs", p)
+		w.fail("read back %s %s: %d bytes, %v", p, when, n, err)
+	} else if !bytes.Equal(got, f.data) || fi.Size() != int64(len(f.data)) {
+		i := 0
+		for i < len(got) && got[i] == f.data[i] {
+			i++
+		}
+		w.fail("read back %s %s: size %d, want %d; first difference at %d", p, when, fi.Size(), len(f.data), i)
 	}
 }
 
@@ -388,7 +415,9 @@ func reader(fsys *ext4go.FS, stop *atomic.Bool, out chan<- string, walks *atomic
 	}()
 	defer close(errs)
 	gone := func(err error) bool {
-		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+		// What a walk meets when entries change under it (a name that
+		// became a directory, or a symlink, since it was listed).
+		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR)
 	}
 	for !stop.Load() {
 		fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {

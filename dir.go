@@ -213,6 +213,9 @@ func (f *FS) isFastSymlink(n *node) bool {
 func (f *FS) readLink(n *node) (string, error) {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
+	if n.freed.Load() {
+		return "", fs.ErrNotExist // its target block may be another file's now
+	}
 	size := n.size()
 	if size > maxSymlinkLen || size > f.blockSize && !n.hasInlineData() {
 		return "", &CorruptError{What: "symlink", Block: -1, Ino: n.ino, Detail: fmt.Sprintf("target length %d", size)}

@@ -676,9 +676,8 @@ func (f *FS) punch(n *node, off, end int64) error {
 	in := editInode(n)
 	firstFull := (off + bs - 1) / bs
 	endFull := end / bs
-	if err := f.zeroEdges(n, in, off, end); err != nil {
-		return err
-	}
+	// The blocks first: a removal that fails (ENOSPC for the split of an
+	// extent) changes nothing, and only then are the edges zeroed.
 	if firstFull < endFull {
 		s := &extStore{f: f, h: h, ino: n.ino}
 		if err := f.editor(n, in, s).Remove(uint32(firstFull), uint32(endFull)); err != nil {
@@ -687,6 +686,9 @@ func (f *FS) punch(n *node, off, end int64) error {
 		if err := f.addBlocks(in, s.delta); err != nil {
 			return err
 		}
+	}
+	if err := f.zeroEdges(n, in, off, end); err != nil {
+		return err
 	}
 	now := inode.FromTime(f.now())
 	in.Mtime, in.Ctime = now, now
@@ -702,9 +704,7 @@ func (f *FS) zeroRange(n *node, off, end int64, firstFull, endFull uint64) error
 	}
 	defer h.End()
 	in := editInode(n)
-	if err := f.zeroEdges(n, in, off, end); err != nil {
-		return err
-	}
+	// As in punch: the conversion (which may fail) before the zeroing.
 	if firstFull < endFull {
 		s := &extStore{f: f, h: h, ino: n.ino}
 		if err := f.editor(n, in, s).Convert(uint32(firstFull), uint32(endFull-firstFull), false); err != nil {
@@ -713,6 +713,11 @@ func (f *FS) zeroRange(n *node, off, end int64, firstFull, endFull uint64) error
 		if err := f.addBlocks(in, s.delta); err != nil {
 			return err
 		}
+	}
+	if err := f.zeroEdges(n, in, off, end); err != nil {
+		return err
+	}
+	if firstFull < endFull {
 		return f.setInode(h, n, in)
 	}
 	return nil

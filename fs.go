@@ -71,7 +71,7 @@ func (f *FS) ReadLink(name string) (string, error) {
 	if !n.isSymlink() {
 		return "", &fs.PathError{Op: "readlink", Path: name, Err: syscall.EINVAL}
 	}
-	t, err := f.readLinkLive(n)
+	t, err := f.readLink(n)
 	if err != nil {
 		return "", &fs.PathError{Op: "readlink", Path: name, Err: err}
 	}
@@ -186,7 +186,7 @@ func (f *FS) resolve(op, name string, followLast bool) (*node, error) {
 			if hops++; hops > maxSymlinkHops {
 				return fail(syscall.ELOOP)
 			}
-			target, err := f.readLinkLive(next)
+			target, err := f.readLink(next)
 			if err != nil {
 				return fail(err)
 			}
@@ -236,13 +236,3 @@ func (n *node) checkNamed() error {
 	return nil
 }
 
-// readLinkLive reads symlink n's target, unless an unlink freed n (its
-// target block may be another file's now).
-func (f *FS) readLinkLive(n *node) (string, error) {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	if n.freed.Load() {
-		return "", fs.ErrNotExist
-	}
-	return f.readLink(n)
-}

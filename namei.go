@@ -514,7 +514,7 @@ func (f *FS) openCreate(name string, flag int, perm fs.FileMode, hops int, reada
 // linkTarget returns the path that symlink n, found at name, points to,
 // relative to the image root.
 func (f *FS) linkTarget(n *node, name string) (string, error) {
-	t, err := f.readLinkLive(n)
+	t, err := f.readLink(n)
 	if err != nil {
 		return "", err
 	}

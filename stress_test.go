@@ -44,12 +44,12 @@ type stressConfig struct {
 
 func TestStress(t *testing.T) {
 	configs := []stressConfig{
-		{"4k", 256 << 20, []string{"-t", "ext4", "-b", "4096"}, false, 32},
-		{"1k", 128 << 20, []string{"-t", "ext4", "-b", "1024"}, false, 32},
-		{"no-flex_bg", 128 << 20, []string{"-t", "ext4", "-O", "^flex_bg"}, false, 32},
-		{"ext3", 128 << 20, []string{"-t", "ext3"}, false, 32},
-		{"inline_data", 128 << 20, []string{"-t", "ext4", "-O", "inline_data"}, false, 32},
-		{"orphan_file", 128 << 20, []string{"-t", "ext4", "-O", "orphan_file"}, false, 32},
+		{"4k", 2 << 30, []string{"-t", "ext4", "-b", "4096"}, false, 32},
+		{"1k", 1 << 30, []string{"-t", "ext4", "-b", "1024"}, false, 32},
+		{"no-flex_bg", 1 << 30, []string{"-t", "ext4", "-O", "^flex_bg"}, false, 32},
+		{"ext3", 1 << 30, []string{"-t", "ext3"}, false, 32},
+		{"inline_data", 1 << 30, []string{"-t", "ext4", "-O", "inline_data"}, false, 32},
+		{"orphan_file", 1 << 30, []string{"-t", "ext4", "-O", "orphan_file"}, false, 32},
 		{"small-blocks", 12 << 20, []string{"-t", "ext4", "-b", "1024"}, true, 32},
 		{"small-inodes", 64 << 20, []string{"-t", "ext4", "-N", "600"}, true, 32},
 	}
