@@ -417,7 +417,8 @@ func reader(fsys *ext4go.FS, stop *atomic.Bool, out chan<- string, walks *atomic
 	gone := func(err error) bool {
 		// What a walk meets when entries change under it (a name that
 		// became a directory, or a symlink, since it was listed).
-		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR)
+		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR) ||
+			errors.Is(err, syscall.ELOOP)
 	}
 	for !stop.Load() {
 		fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {

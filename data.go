@@ -58,6 +58,17 @@ func (f *FS) mapping(n *node) ([]run, error) {
 	return runs, err
 }
 
+// extentTree is the extent tree of in (n's inode, or a copy being changed)
+// for reading.
+func (f *FS) extentTree(n *node, in *inode.Inode) *extent.Tree {
+	return &extent.Tree{
+		Root: in.Block[:], Read: extent.BlockReader(f.blockReader("extent tree block")),
+		BlockSize: int(f.blockSize), FirstDataBlock: uint64(f.sb.FirstDataBlock),
+		BlocksCount: f.sb.BlocksCount(), Csum: f.csum && !f.opts.IgnoreChecksums,
+		Seed: inode.Seed(f.seed, n.ino, in.Generation), Ino: n.ino,
+	}
+}
+
 func (f *FS) buildMapping(n *node, in *inode.Inode) ([]run, error) {
 	if n.hasInlineData() || (n.isSymlink() && f.isFastSymlink(n)) {
 		return nil, nil
@@ -72,12 +83,7 @@ func (f *FS) buildMapping(n *node, in *inode.Inode) ([]run, error) {
 	}
 	var runs []run
 	if in.HasFlag(inode.FlagExtents) {
-		t := &extent.Tree{
-			Root: in.Block[:], Read: extent.BlockReader(f.blockReader("extent tree block")),
-			BlockSize: int(f.blockSize), FirstDataBlock: uint64(f.sb.FirstDataBlock),
-			BlocksCount: f.sb.BlocksCount(), Csum: f.csum && !f.opts.IgnoreChecksums,
-			Seed: inode.Seed(f.seed, n.ino, in.Generation), Ino: n.ino,
-		}
+		t := f.extentTree(n, in)
 		err := t.Walk(func(e extent.Extent) error {
 			runs = appendRun(runs, run{uint64(e.Logical), e.Start, uint64(e.Len), e.Unwritten})
 			return nil

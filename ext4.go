@@ -71,6 +71,10 @@ type FS struct {
 
 	closed atomic.Bool // Close was called: every method returns fs.ErrClosed
 
+	// fault, when set (by tests), is asked before every block and inode
+	// allocation and block read whether to fail it (fault injection).
+	fault atomic.Pointer[func(kind string) error]
+
 	errMu sync.Mutex // protects err
 	err   error      // first failure that left the on-disk state in doubt
 }
@@ -143,7 +147,7 @@ func newFS(d dev.Device, opts *Options, reproducible bool) (*FS, error) {
 		commit.NoSync = true
 		topts = txn.Options{MaxDirty: 1024, CacheBlocks: 2048}
 	}
-	f.tm = txn.NewManager(d, int(f.blockSize), sb.BlocksCount(), commit, topts)
+	f.tm = txn.NewManager(metaDev{d, f}, int(f.blockSize), sb.BlocksCount(), commit, topts)
 	if err := f.loadGroups(); err != nil {
 		return nil, err
 	}
@@ -213,6 +217,29 @@ func (f *FS) readBlock(blk uint64, what string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	return b, nil
+}
+
+// metaDev is the device as the metadata cache reads it: each read (a
+// cache miss) passes the fault hook first.
+type metaDev struct {
+	dev.Device
+	f *FS
+}
+
+func (d metaDev) ReadAt(p []byte, off int64) (int, error) {
+	if err := d.f.inject("read"); err != nil {
+		return 0, err
+	}
+	return d.Device.ReadAt(p, off)
+}
+
+// inject returns the error a test's fault hook wants for this step of
+// kind "read", "block" or "inode", or nil.
+func (f *FS) inject(kind string) error {
+	if fn := f.fault.Load(); fn != nil {
+		return (*fn)(kind)
+	}
+	return nil
 }
 
 // loadGroups reads and checks every group descriptor (kernel:

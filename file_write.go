@@ -27,6 +27,9 @@ type extStore struct {
 	// undo, when set, records the tree's block changes and allocations so
 	// that a failing operation can revert them (see undoLog).
 	undo *undoLog
+	// fresh are the tree blocks AllocNode handed out: written whole,
+	// without reading what was on disk.
+	fresh map[uint64]bool
 	// nodes are blocks allocated ahead for the indirect blocks a block
 	// map insert will need (so they sit just before their data); AllocNode
 	// hands them out first.
@@ -50,7 +53,10 @@ func (s *extStore) ReadNode(pblk uint64) ([]byte, error) {
 func (s *extStore) WriteNode(pblk uint64, b []byte) error {
 	s.treeChanged()
 	modify := s.h.Modify
-	if s.undo != nil {
+	if s.fresh[pblk] {
+		// Allocated by this change: nothing on disk to read (or fail to).
+		modify = s.h.Create
+	} else if s.undo != nil {
 		s.undo.touched(s.n)
 		modify = s.undo.modify
 	}
@@ -64,13 +70,21 @@ func (s *extStore) AllocNode(goal uint64) (uint64, error) {
 	if len(s.nodes) > 0 {
 		p := s.nodes[0]
 		s.nodes = s.nodes[1:]
+		if s.fresh == nil {
+			s.fresh = map[uint64]bool{}
+		}
+		s.fresh[p] = true
 		return p, nil
 	}
-	e, err := s.f.w.balloc.Allocate(s.h, mballoc.Request{Inode: s.ino, Len: 1, Goal: goal})
+	e, err := s.f.allocBlocks(s.h, mballoc.Request{Inode: s.ino, Len: 1, Goal: goal})
 	if err != nil {
 		return 0, err
 	}
 	s.undo.allocated(e.Start)
+	if s.fresh == nil {
+		s.fresh = map[uint64]bool{}
+	}
+	s.fresh[e.Start] = true
 	s.delta++
 	return e.Start, nil
 }
@@ -384,7 +398,7 @@ func (f *FS) placeIndirect(s *extStore, bm blockMap, req *mballoc.Request) error
 		goal = req.LeftPhysical + 1
 	}
 	for i := 0; i < k; i++ {
-		e, err := f.w.balloc.Allocate(s.h, mballoc.Request{Inode: s.ino, Len: 1, Goal: goal, Flags: mballoc.FlagTryGoal})
+		e, err := f.allocBlocks(s.h, mballoc.Request{Inode: s.ino, Len: 1, Goal: goal, Flags: mballoc.FlagTryGoal})
 		if err != nil {
 			f.dropNodes(s)
 			var ns *mballoc.NoSpaceError
@@ -432,7 +446,7 @@ func (f *FS) setNeighbours(ed fileMap, req *mballoc.Request) {
 // allocData allocates data blocks, committing once to release blocks
 // freed by uncommitted transactions when the disk looks full.
 func (f *FS) allocData(h handle, req mballoc.Request) (mballoc.Extent, error) {
-	ext, err := f.w.balloc.Allocate(h, req)
+	ext, err := f.allocBlocks(h, req)
 	var ns *mballoc.NoSpaceError
 	if errors.As(err, &ns) {
 		return ext, syscall.ENOSPC
@@ -525,6 +539,12 @@ func (f *FS) truncate(n *node, size int64) error {
 	}
 	f.w.balloc.DiscardInodePrealloc(n.ino)
 	bs := f.blockSize
+	first := uint64((size + bs - 1) / bs)
+	if size < int64(n.in().Size) {
+		if err := f.prepareFree(n, first, false); err != nil {
+			return err
+		}
+	}
 	h, err := f.begin()
 	if err != nil {
 		return err
@@ -532,14 +552,7 @@ func (f *FS) truncate(n *node, size int64) error {
 	defer h.End()
 	in := editInode(n)
 	if size < int64(in.Size) {
-		// Keep "bytes past i_size in the last block are zero" true.
-		if size%bs != 0 {
-			if err := f.zeroData(n, in, size, min(int64(in.Size), (size/bs+1)*bs)); err != nil {
-				return err
-			}
-		}
 		s := &extStore{f: f, h: h, ino: n.ino}
-		first := uint64((size + bs - 1) / bs)
 		if first < extent.MaxLogical {
 			if err := f.editor(n, in, s).Remove(uint32(first), extent.MaxLogical); err != nil {
 				return err
@@ -547,6 +560,13 @@ func (f *FS) truncate(n *node, size int64) error {
 		}
 		if err := f.addBlocks(in, s.delta); err != nil {
 			return err
+		}
+		// Keep "bytes past i_size in the last block are zero" true; after
+		// the removal, so that a failed one leaves the data as it was.
+		if size%bs != 0 {
+			if err := f.zeroData(n, in, size, min(int64(in.Size), (size/bs+1)*bs)); err != nil {
+				return err
+			}
 		}
 	}
 	in.Size = uint64(size)
@@ -668,14 +688,19 @@ func (f *FS) punch(n *node, off, end int64) error {
 		return nil
 	}
 	bs := f.blockSize
+	firstFull := (off + bs - 1) / bs
+	endFull := end / bs
+	if firstFull < endFull {
+		if err := f.prepareFree(n, uint64(firstFull), false); err != nil {
+			return err
+		}
+	}
 	h, err := f.begin()
 	if err != nil {
 		return err
 	}
 	defer h.End()
 	in := editInode(n)
-	firstFull := (off + bs - 1) / bs
-	endFull := end / bs
 	// The blocks first: a removal that fails (ENOSPC for the split of an
 	// extent) changes nothing, and only then are the edges zeroed.
 	if firstFull < endFull {

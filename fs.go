@@ -235,4 +235,3 @@ func (n *node) checkNamed() error {
 	}
 	return nil
 }
-

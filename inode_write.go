@@ -34,6 +34,9 @@ func (f *FS) dirState(n *node) *ialloc.Dir {
 // node is returned with one link for files and two for directories.
 func (f *FS) newInode(h handle, parent *node, name string, mode uint16, uid, gid uint32) (*node, error) {
 	isDir := mode&0xF000 == 0x4000
+	if err := f.inject("inode"); err != nil {
+		return nil, err
+	}
 	ino, err := f.w.ialloc.Allocate(h, f.dirState(parent), isDir, []byte(name))
 	if err != nil {
 		return nil, err
@@ -77,6 +80,9 @@ func (f *FS) newInode(h handle, parent *node, name string, mode uint16, uid, gid
 	}
 	n := newNode(ino, nil)
 	if err := f.setInode(h, n, in); err != nil {
+		if ferr := f.w.ialloc.Free(h, ino, isDir); ferr != nil {
+			f.setError(ferr)
+		}
 		return nil, err
 	}
 	f.cache.put(n)
@@ -163,7 +169,72 @@ func (f *FS) checkFreeable(n *node) error {
 			return &CorruptError{What: "EA inode", Block: -1, Ino: e.ValueInum, Detail: fmt.Sprintf("xattr of inode %d refers to it but it lacks the EA_INODE flag", n.ino)}
 		}
 	}
-	return nil
+	return f.prepareFree(n, 0, true)
+}
+
+// prepareFree loads what freeing n's blocks from file block from on (and,
+// with whole, n's xattr block and the inode itself) will read: the tree,
+// the bitmaps of the groups those blocks are in, the inode bitmap and the
+// inode's table block. A read error then fails the operation before it
+// changes anything, instead of half way through the free (kernel: there
+// it would be ext4_error, a filesystem marked as having errors). n.mu is
+// held.
+func (f *FS) prepareFree(n *node, from uint64, whole bool) error {
+	in := n.in()
+	groups := map[uint32]bool{}
+	add := func(start, count uint64) {
+		if count == 0 || start >= f.sb.BlocksCount() {
+			return
+		}
+		last := min(start+count-1, f.sb.BlocksCount()-1)
+		for g := f.w.balloc.GroupOf(start); g <= f.w.balloc.GroupOf(last); g++ {
+			groups[g] = true
+		}
+	}
+	if !in.HasFlag(inode.FlagInlineData) && (in.HasFlag(inode.FlagExtents) || f.hasBlockMap(n, in)) {
+		runs, err := f.mapping(n)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			if r.logical+r.length > from {
+				add(r.physical, r.length)
+			}
+		}
+		if in.HasFlag(inode.FlagExtents) {
+			nodes, err := f.extentTree(n, in).Blocks()
+			if err != nil {
+				return err
+			}
+			for _, b := range nodes {
+				add(b, 1)
+			}
+		}
+	}
+	if whole {
+		if blk := in.ACLBlock(f.is64); blk != 0 {
+			add(blk, 1)
+			if _, err := f.readBlock(blk, "xattr block"); err != nil {
+				return err
+			}
+		}
+	}
+	for g := range groups {
+		if err := f.w.balloc.Load(g); err != nil {
+			return err
+		}
+	}
+	if whole {
+		group, _, _ := f.sb.GroupOfInode(n.ino)
+		if err := f.w.ialloc.Load(group); err != nil {
+			return err
+		}
+	}
+	blk, _, err := f.inodeLocation(n.ino)
+	if err == nil {
+		_, err = f.readBlock(blk, "inode table")
+	}
+	return err
 }
 
 // freeInodeIn releases an inode with no links and no open files, in h:

@@ -95,7 +95,7 @@ func (s *dirStore) AppendBlock() (uint32, error) {
 		group, _, _ := f.sb.GroupOfInode(s.n.ino)
 		req.Goal = f.sb.GroupFirstBlock(group)
 	}
-	ext, err := f.w.balloc.Allocate(s.h, req)
+	ext, err := f.allocBlocks(s.h, req)
 	if err != nil {
 		var ns *mballoc.NoSpaceError
 		if errors.As(err, &ns) {

@@ -597,3 +597,11 @@ func editInode(n *node) *inode.Inode {
 
 // log2 of a power of two.
 func log2(x uint64) int { return bits.TrailingZeros64(x) }
+
+// allocBlocks is the block allocator's Allocate, behind the fault hook.
+func (f *FS) allocBlocks(tx mballoc.Tx, req mballoc.Request) (mballoc.Extent, error) {
+	if err := f.inject("block"); err != nil {
+		return mballoc.Extent{}, err
+	}
+	return f.w.balloc.Allocate(tx, req)
+}

@@ -312,7 +312,7 @@ func (f *FS) replaceXattrBlock(h handle, n *node, in *inode.Inode, oldBlk uint64
 		}
 		if newBlk == 0 {
 			group, _, _ := f.sb.GroupOfInode(n.ino)
-			ext, err := f.w.balloc.Allocate(h, mballoc.Request{Inode: n.ino, Len: 1, Goal: f.sb.GroupFirstBlock(group)})
+			ext, err := f.allocBlocks(h, mballoc.Request{Inode: n.ino, Len: 1, Goal: f.sb.GroupFirstBlock(group)})
 			if err != nil {
 				var ns *mballoc.NoSpaceError
 				if errors.As(err, &ns) {

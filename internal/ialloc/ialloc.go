@@ -334,3 +334,17 @@ func (a *Allocator) Free(tx Tx, ino uint32, dir bool) error {
 	a.count(g, gi, 1, dir)
 	return nil
 }
+
+// Load reads group gi's inode bitmap now if it is not loaded yet (see
+// mballoc.Allocator.Load).
+func (a *Allocator) Load(gi uint32) error {
+	if int(gi) >= len(a.groups) {
+		return fmt.Errorf("ialloc: group %d out of range", gi)
+	}
+	g, err := a.lockLoaded(gi)
+	if err != nil {
+		return err
+	}
+	g.mu.Unlock()
+	return nil
+}

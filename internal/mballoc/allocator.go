@@ -357,3 +357,18 @@ func (a *Allocator) InodeGoal(ino uint32, regular bool) uint64 {
 	}
 	return a.geo.blockOf(gi, 0)
 }
+
+// Load reads group gi's bitmap now if it is not loaded yet, so that a
+// later Free or Allocate in the group does not meet a read error half way
+// through a change (callers load what a change will touch first).
+func (a *Allocator) Load(gi uint32) error {
+	if gi >= a.geo.groups {
+		return fmt.Errorf("mballoc: group %d out of range", gi)
+	}
+	g, err := a.lockLoaded(gi)
+	if err != nil {
+		return err
+	}
+	g.mu.Unlock()
+	return nil
+}
