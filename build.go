@@ -92,6 +92,7 @@ type builder struct {
 	f     *FS
 	o     BuildOptions
 	links map[[2]uint64]string // host (dev, ino) of files with several links -> image path
+	above map[[2]uint64]bool   // host (dev, ino) of the directories being copied: a loop's guard
 	times []pendingTimes       // set last, directories after their contents
 	scan  *hostScan
 
@@ -172,6 +173,23 @@ func (b *builder) walkDir(parent *node, ipath, dir string) error {
 	if err != nil {
 		return err
 	}
+	// A directory inside itself (a bind mount of an ancestor) would be
+	// copied without end.
+	var st unix.Stat_t
+	if err := unix.Fstat(int(d.Fd()), &st); err != nil {
+		d.Close()
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	key := [2]uint64{uint64(st.Dev), st.Ino}
+	if b.above == nil {
+		b.above = map[[2]uint64]bool{}
+	}
+	if b.above[key] {
+		d.Close()
+		return fmt.Errorf("%s: the directory contains itself (a loop, e.g. a bind mount of an ancestor)", dir)
+	}
+	b.above[key] = true
+	defer delete(b.above, key)
 	names, err := d.Readdirnames(-1)
 	d.Close()
 	if err != nil {

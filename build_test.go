@@ -344,3 +344,28 @@ func TestBuildTarReplaces(t *testing.T) {
 		}
 	}
 }
+
+// TestAddDirHostLoop: a host directory that contains itself (a bind mount
+// of an ancestor) is an error, not an endless copy.
+func TestAddDirHostLoop(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("bind mounts need root")
+	}
+	src := t.TempDir()
+	inner := filepath.Join(src, "a", "b")
+	if err := os.MkdirAll(inner, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount(src, inner, "", syscall.MS_BIND, ""); err != nil {
+		t.Skipf("bind mount: %v", err)
+	}
+	defer syscall.Unmount(inner, syscall.MNT_DETACH)
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 16<<20, "-t", "ext4")
+	fsys := openRW(t, image)
+	err := fsys.AddDir(".", src, nil)
+	if err == nil || !strings.Contains(err.Error(), "contains itself") {
+		t.Errorf("AddDir of a looped tree: %v", err)
+	}
+	closeChecked(t, fsys, image)
+}

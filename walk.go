@@ -10,16 +10,14 @@ import (
 // OpenAt opens the entry called name of directory d for reading, as
 // openat(2) with O_NOFOLLOW: name is one path element, found in d itself
 // (not by walking from the root again, so walks cost what they visit), and
-// a symbolic link is not followed (ELOOP).
+// a symbolic link is not followed (ELOOP). The File's Name is name.
 func (d *File) OpenAt(name string) (*File, error) {
 	if err := d.checkOpen("openat"); err != nil {
 		return nil, err
 	}
-	full := d.name + "/" + name
-	if d.name == "." {
-		full = name
+	fail := func(err error) (*File, error) {
+		return nil, &fs.PathError{Op: "openat", Path: d.name + "/" + name, Err: err}
 	}
-	fail := func(err error) (*File, error) { return nil, &fs.PathError{Op: "openat", Path: full, Err: err} }
 	if !validPath(name) || name == "." || len(name) > 255 || containsSlash(name) {
 		return fail(fs.ErrInvalid)
 	}
@@ -61,7 +59,9 @@ func (d *File) OpenAt(name string) (*File, error) {
 			return fail(err)
 		}
 	}
-	return f.newFile(c, full, true, false, false)
+	// Named as given (as os.Root names what it opens): a chain of OpenAt
+	// calls holds no path longer than its elements.
+	return f.newFile(c, name, true, false, false)
 }
 
 func containsSlash(s string) bool {
