@@ -21,4 +21,25 @@
 //
 // Concurrency: an *FS and the files opened from it are safe for use by many
 // goroutines at once; reads of different files never wait for each other.
+// Operations on different files proceed in parallel: there is no global
+// lock, only per-inode locks (taken parent before child, two of a kind in
+// inode order), sharded caches and the allocators' per-group locks.
+//
+// Lifetime: an operation that finds an inode by name takes it while the
+// directory's lock keeps the name from vanishing, and checks it again
+// under the inode's own lock, so a racing unlink happens wholly before
+// (the operation fails with fs.ErrNotExist) or wholly after (an open File
+// keeps the inode alive, unlinked, until its last Close). A change never
+// reaches an inode number that was freed and reused. lifetime.go states
+// the rules in full.
+//
+// Failure: a change that fails (no space, an I/O error, corruption found
+// on the way) leaves the filesystem as it was; a write may have written a
+// prefix of its data, which it reports. After Close, every method of the
+// FS and of its Files returns an error matching fs.ErrClosed.
+//
+// Walks: FS.WalkDir and File.OpenAt read each directory through the one
+// above it, so walking a tree costs what it visits, memory grows with the
+// depth only, and a directory loop in a corrupt image is reported as
+// corruption instead of being followed.
 package ext4go
