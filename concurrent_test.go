@@ -11,13 +11,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"math/rand/v2"
 	"os"
 	"path"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -561,62 +559,7 @@ func testConcurrent(t *testing.T, args []string) {
 		return
 	}
 	testutil.RequireFsckClean(t, image)
-
-	// Build the expected tree in a host directory and compare it with
-	// ext4go and the kernel.
-	want := testutil.SourceDir(t)
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(os.Mkdir(filepath.Join(want, shared), 0o777))
-	made := map[*wfile]string{}
-	must(os.Chmod(filepath.Join(want, shared), 0o777))
-	writeWant := func(p string, f *wfile) {
-		perm := f.perm
-		hp := filepath.Join(want, p)
-		if first, ok := made[f]; ok {
-			must(os.Link(filepath.Join(want, first), hp))
-			return
-		}
-		made[f] = p
-		must(os.WriteFile(hp, f.data, perm))
-		must(os.Chmod(hp, perm))
-		for k, v := range f.xattrs {
-			must(syscall.Setxattr(hp, k, v, 0))
-		}
-	}
-	for _, w := range workers {
-		dirs := append([]string(nil), w.dirs...)
-		sort.Strings(dirs)
-		for _, d := range dirs {
-			must(os.MkdirAll(filepath.Join(want, d), 0o755))
-			must(os.Chmod(filepath.Join(want, d), 0o755))
-		}
-		for _, p := range slices.Sorted(maps.Keys(w.files)) {
-			writeWant(p, w.files[p])
-		}
-		for _, p := range slices.Sorted(maps.Keys(w.shared)) {
-			writeWant(p, w.shared[p])
-		}
-		for p, target := range w.links {
-			must(os.Symlink(target, filepath.Join(want, p)))
-		}
-	}
-	opts := testutil.CompareOptions{
-		Checks:    testutil.CheckPerm | testutil.CheckNlink | testutil.CheckXattrs,
-		Meta:      meta,
-		SkipPaths: []string{"lost+found"},
-	}
-	ro := openImage(t, image)
-	testutil.CompareFS(t, ro, want, opts)
-	if ok, _ := testutil.CanMount(); ok {
-		mnt := testutil.Mount(t, image, true)
-		opts.Meta = nil
-		testutil.CompareDirs(t, mnt, want, opts)
-	}
+	compareWorkers(t, image, workers, nil)
 }
 
 // TestConcurrentXattrReaders: readers of xattrs race writers that keep
