@@ -11,7 +11,8 @@ import (
 func StaleWrites() int64 { return staleWrites.Load() }
 
 // SetFault makes fsys ask fail before every block allocation ("block"),
-// inode allocation ("inode") and block read ("read"); when it says yes
+// inode allocation ("inode"), metadata block read ("read") and file data
+// write ("write"); when it says yes
 // the step fails as it would for real: no space, or an I/O error. nil
 // removes the hook.
 func SetFault(fsys *FS, fail func(kind string) bool) {

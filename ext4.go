@@ -234,7 +234,8 @@ func (d metaDev) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // inject returns the error a test's fault hook wants for this step of
-// kind "read", "block" or "inode", or nil.
+// kind "read" (metadata), "write" (file data), "block" or "inode"
+// (allocations), or nil.
 func (f *FS) inject(kind string) error {
 	if fn := f.fault.Load(); fn != nil {
 		return (*fn)(kind)

@@ -1,8 +1,8 @@
 package ext4go_test
 
 // Fault injection (issue 8): every operation is made to fail at each step
-// it takes, one at a time: the k-th block allocation, inode allocation or
-// block read fails (no space, or an I/O error). The operation must then
+// it takes, one at a time: the k-th block allocation, inode allocation,
+// metadata read or file data write fails (no space, or an I/O error). The operation must then
 // fail, and leave the filesystem exactly as it was (e2fsck -fn clean, the
 // same tree), except that a write may have written a prefix of its data
 // (a short write, as POSIX allows).

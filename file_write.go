@@ -459,6 +459,9 @@ func (f *FS) allocData(h handle, req mballoc.Request) (mballoc.Extent, error) {
 // yet: the parts of the first and last block that p does not cover are
 // written as zeros.
 func (f *FS) writeData(pblk, lblk uint64, p []byte, pos int64, fresh bool) error {
+	if err := f.inject("write"); err != nil {
+		return err
+	}
 	bs := f.blockSize
 	start := int64(pblk)*bs + (pos - int64(lblk)*bs)
 	if !fresh {

@@ -375,6 +375,7 @@ func (f *FS) writeSmall(h handle, n *node, in *inode.Inode, data []byte, u *undo
 		return err
 	}
 	if err := f.writeData(ext.Start, 0, data, 0, true); err != nil {
+		f.w.balloc.Free(h, ext.Start, 1, 0)
 		return err
 	}
 	if err := ed.Insert(extent.Extent{Logical: 0, Len: 1, Start: ext.Start}); err != nil {
