@@ -191,12 +191,40 @@ func Mount(t testing.TB, image string, readOnly bool, opts ...string) (mountpoin
 	if err != nil {
 		t.Fatalf("testutil: mount %s: %v", image, err)
 	}
+	live.Lock()
+	live.m[mp] = m
+	live.Unlock()
 	t.Cleanup(func() {
+		live.Lock()
+		delete(live.m, mp)
+		live.Unlock()
 		if err := m.release(); err != nil {
 			t.Errorf("testutil: releasing mount of %s: %v", image, err)
 		}
 	})
 	return mp
+}
+
+// live holds the mounts Mount made that are not yet released.
+var live = struct {
+	sync.Mutex
+	m map[string]*mounted
+}{m: map[string]*mounted{}}
+
+// Unmount unmounts and detaches a mount made by Mount before the test
+// ends (the cleanup then has nothing left to do).
+func Unmount(t testing.TB, mountpoint string) {
+	t.Helper()
+	live.Lock()
+	m := live.m[mountpoint]
+	delete(live.m, mountpoint)
+	live.Unlock()
+	if m == nil {
+		t.Fatalf("testutil: %s is not a live mount of this test", mountpoint)
+	}
+	if err := m.release(); err != nil {
+		t.Fatalf("testutil: unmount %s: %v", mountpoint, err)
+	}
 }
 
 // sweepStale unmounts and detaches mounts that Mount made in a test process
