@@ -118,7 +118,7 @@ var corpusWriteExceptions = map[string]string{
 // corpusWriteRound applies the round of changes. It returns "refused",
 // "done", or "FAIL:" and why.
 func corpusWriteRound(image string, prog *atomic.Int64) string {
-	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true})
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, AllowUnclean: true})
 	if err != nil {
 		if !writeTypedErr(err) {
 			return fmt.Sprintf("FAIL:open: untyped error %T: %v", err, err)

@@ -1,6 +1,8 @@
 package ext4go
 
 import (
+	"fmt"
+
 	"github.com/ext4go/ext4go/internal/dev"
 	"github.com/ext4go/ext4go/internal/fserr"
 )
@@ -20,3 +22,44 @@ var (
 	// (or, for a writable open, any reader does).
 	ErrBusy = dev.ErrBusy
 )
+
+// InUseError is returned by a writable Open of an image the kernel has: a
+// mounted block device, or an image file backing a loop device. Writing
+// under a mount loses the change (the kernel writes its own state back) or
+// corrupts the filesystem. It matches ErrBusy.
+type InUseError struct {
+	Path  string
+	Usage string // who has it: "mounted on /mnt/x (through /dev/loop3)"
+	// Mounted is false when the image is only attached to a loop device.
+	Mounted bool
+}
+
+func (e *InUseError) Error() string {
+	what := "unmount it first"
+	if !e.Mounted {
+		what = "detach it first (losetup -d)"
+	}
+	return fmt.Sprintf("%s is %s; %s", e.Path, e.Usage, what)
+}
+
+func (e *InUseError) Is(target error) bool { return target == ErrBusy }
+
+// InUse reports who has the image at path open in the kernel (mounts, and
+// loop devices backed by it): nil when nothing does. A read of an image
+// mounted read-write may show a stale state; writing to it is refused.
+func InUse(path string) (usage string, writableMount bool, err error) {
+	u, err := dev.InUse(path)
+	if err != nil || u == nil {
+		return "", false, err
+	}
+	return u.String(), u.Writable(), nil
+}
+
+// checkInUse refuses a writable open of an image the kernel has.
+func checkInUse(path string) error {
+	u, err := dev.InUse(path)
+	if err != nil || u == nil {
+		return nil // a path InUse cannot check is left to the open
+	}
+	return &InUseError{Path: path, Usage: u.String(), Mounted: len(u.Mounts) > 0}
+}

@@ -33,6 +33,15 @@ type Options struct {
 	// devices) until Close, which must be called to write everything back
 	// and mark the filesystem clean.
 	Writable bool
+	// AllowInUse opens for writing an image the kernel has mounted (or
+	// that backs a loop device). Unsafe: the kernel does not see the
+	// changes and writes its own state over them, or the filesystem is
+	// corrupted. Without it such an open fails with *InUseError.
+	AllowInUse bool
+	// AllowUnclean opens for writing a filesystem whose state says it was
+	// not cleanly unmounted, or has errors. Without it such an open fails
+	// (check it with e2fsck -f first); with it, Close marks it clean.
+	AllowUnclean bool
 	// UID and GID own the inodes OpenFile, Mkdir, Symlink and Mknod make
 	// (default 0:0, root); in a setgid directory the group is the
 	// directory's, as on Linux.
@@ -86,6 +95,11 @@ func Open(path string, opts *Options) (*FS, error) {
 }
 
 func openPath(path string, opts *Options, reproducible bool) (*FS, error) {
+	if opts != nil && opts.Writable && !opts.AllowInUse {
+		if err := checkInUse(path); err != nil {
+			return nil, err
+		}
+	}
 	d, err := dev.Open(path, opts != nil && opts.Writable)
 	if err != nil {
 		return nil, err

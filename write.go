@@ -100,11 +100,17 @@ func (f *FS) checkWritable() error {
 	if sb.HasIncompat(super.IncompatRecover) {
 		return &UnsupportedError{Feature: "journal replay", Detail: "the journal must be recovered before the filesystem can be changed"}
 	}
-	if sb.State&super.StateError != 0 {
-		return &CorruptError{What: "superblock", Block: 0, Detail: "the filesystem is marked as having errors; run e2fsck"}
+	if sb.State&super.StateError != 0 && !f.opts.AllowUnclean {
+		return &CorruptError{What: "superblock", Block: 0, Detail: "the filesystem is marked as having errors; check it with e2fsck -f first"}
 	}
 	if sb.LastOrphan != 0 {
 		return &UnsupportedError{Feature: "orphan recovery", Detail: "the filesystem has an orphan list to process; run e2fsck or mount it once"}
+	}
+	if sb.State&super.StateValid == 0 && !f.opts.AllowUnclean {
+		// Left so by a crash, a kill or a mount without a journal to
+		// replay: writing would mark it clean and hide that it needs a
+		// check.
+		return &CorruptError{What: "superblock", Block: 0, Detail: "the filesystem was not cleanly unmounted (state \"not clean\"); check it with e2fsck -f first"}
 	}
 	return nil
 }

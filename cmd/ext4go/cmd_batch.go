@@ -20,7 +20,10 @@ func init() {
 		run:     runBatch})
 }
 
-var batchOpts = []optDef{{'n', "check", "", "check the script only; do not open the image"}}
+var batchOpts = []optDef{
+	{'n', "check", "", "check the script only; do not open the image"},
+	{long: "allow-unclean", help: "write even though the filesystem was not cleanly unmounted or has errors"},
+}
 
 // batchLine is one command of a script.
 type batchLine struct {
@@ -77,7 +80,7 @@ func runBatch(e *env, args []string) error {
 	if check {
 		return nil
 	}
-	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true})
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, AllowUnclean: o.has("allow-unclean")})
 	if err != nil {
 		return err
 	}

@@ -52,6 +52,9 @@ func runMkfs(e *env, args []string) error {
 	whiteouts := fl.Bool("whiteouts", false, "turn OCI whiteouts (.wh.*) into overlayfs whiteouts")
 	margin := fl.Int("margin", 20, "free space to leave, in percent of the content, when sizing to it")
 	quiet := fl.Bool("q", false, "no progress bar")
+	force := &countFlag{}
+	fl.Var(force, "F", "overwrite an existing filesystem or partition table; twice: even one that is mounted")
+	dryRun := fl.Bool("n", false, "show what would be made, write nothing")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -62,6 +65,10 @@ func runMkfs(e *env, args []string) error {
 		return usagef("-d and -tar exclude each other")
 	}
 	image := fl.Arg(0)
+	exists, err := checkMkfsTarget(image, force.n, *sizeFlag != "" || *srcDir != "" || *srcTar != "")
+	if err != nil && !(*dryRun && exists) {
+		return err
+	}
 	o := ext4go.MkfsOptions{FsType: *fsType, BlockSize: *bs, InodeSize: *inodeSize, BytesPerInode: *ratio,
 		InodeCount: *inodes, FlexBGSize: *flex, Label: *label, Features: *features, UsageTypes: *usageTypes}
 	if *journal != "" {
@@ -158,7 +165,9 @@ func runMkfs(e *env, args []string) error {
 			return usagef("-size: %v", err)
 		}
 		o.Size = int64(n)
-	} else if *srcDir != "" || *srcTar != "" {
+	} else if (*srcDir != "" || *srcTar != "") && !exists {
+		// A new image is sized to its content; an existing file or device
+		// keeps its size, as with mke2fs.
 		if o.BlockSize == 0 {
 			o.BlockSize = 4096
 		}
@@ -194,6 +203,9 @@ func runMkfs(e *env, args []string) error {
 		if !*quiet {
 			fmt.Fprintf(e.stderr, "content: %d inodes, %d blocks; image size %s (margin %d%%)\n", est.Inodes, est.Blocks, humanBytes(o.Size), *margin)
 		}
+	}
+	if *dryRun {
+		return mkfsDryRun(e, image, o, exists)
 	}
 	if err := ext4go.Mkfs(image, o); err != nil {
 		return err

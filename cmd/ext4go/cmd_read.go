@@ -36,6 +36,7 @@ func openRead(e *env, name string, defs []optDef, args []string, min, max int) (
 	if err := wantArgs(o, min, max, c.usage[strings.Index(c.usage, "IMAGE"):]); err != nil {
 		return nil, nil, err
 	}
+	warnInUse(e, o.args[0])
 	fsys, err := ext4go.Open(o.args[0], &ext4go.Options{IgnoreChecksums: o.has("force")})
 	if err != nil {
 		return nil, nil, err
@@ -341,4 +342,12 @@ func xattrValueString(v []byte) string {
 		return fmt.Sprintf("%q", strings.TrimSuffix(string(v), "\x00"))
 	}
 	return fmt.Sprintf("0x%x", v)
+}
+
+// warnInUse warns that an image the kernel has mounted read-write may be
+// read in a stale state (the kernel's changes may not be written yet).
+func warnInUse(e *env, image string) {
+	if usage, writable, err := ext4go.InUse(image); err == nil && writable {
+		fmt.Fprintf(e.stderr, "ext4go: warning: %s is %s; what is read may be stale\n", image, usage)
+	}
 }

@@ -85,7 +85,11 @@ func registerWrite(c *writeCommand) {
 
 // runWrite runs c from the command line: IMAGE is its first operand.
 func runWrite(c *writeCommand, e *env, args []string) error {
-	o, err := parseCmd(e, commands[c.name], c.opts, args)
+	defs := c.opts
+	if !c.readOnly {
+		defs = append(defs[:len(defs):len(defs)], optDef{long: "allow-unclean", help: "write even though the filesystem was not cleanly unmounted or has errors (check it with e2fsck -f first)"})
+	}
+	o, err := parseCmd(e, commands[c.name], defs, args)
 	if err != nil {
 		return err
 	}
@@ -98,7 +102,10 @@ func runWrite(c *writeCommand, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: !c.readOnly})
+	if c.readOnly {
+		warnInUse(e, image)
+	}
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: !c.readOnly, AllowUnclean: o.has("allow-unclean")})
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ func InUse(path string) (*Usage, error) {
 	}
 	u := &Usage{}
 	devs := map[uint64]string{} // device number -> its /dev name
-	loop := map[string]bool{} // the /dev names that are loop devices
+	loop := map[string]bool{}   // the /dev names that are loop devices
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFBLK:
 		devs[st.Rdev] = path
