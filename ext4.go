@@ -202,7 +202,7 @@ func (f *FS) checkFeatures() error {
 	}
 	if sb.HasIncompat(super.IncompatRecover) && !f.opts.IgnoreJournal {
 		return &UnsupportedError{Feature: "journal replay",
-			Detail: "the journal holds changes not yet applied (needs_recovery); replay it with e2fsck or a kernel mount, or open with IgnoreJournal to read the stale on-disk state"}
+			Detail: "the journal holds changes not yet written to their places (needs_recovery, or the filesystem is mounted): unmount it, or replay the journal with e2fsck -f or one kernel mount; ext4go does not replay journals yet (Options.IgnoreJournal reads the stale on-disk state)"}
 	}
 	return nil
 }

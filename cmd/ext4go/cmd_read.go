@@ -36,8 +36,10 @@ func openRead(e *env, name string, defs []optDef, args []string, min, max int) (
 	if err := wantArgs(o, min, max, c.usage[strings.Index(c.usage, "IMAGE"):]); err != nil {
 		return nil, nil, err
 	}
-	warnInUse(e, o.args[0])
-	fsys, err := ext4go.Open(o.args[0], &ext4go.Options{IgnoreChecksums: o.has("force")})
+	mounted := warnInUse(e, o.args[0])
+	// A mounted journalled image needs recovery while mounted: what is on
+	// disk is read as it is (the warning said it may be stale).
+	fsys, err := ext4go.Open(o.args[0], &ext4go.Options{IgnoreChecksums: o.has("force"), IgnoreJournal: mounted})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -346,8 +348,11 @@ func xattrValueString(v []byte) string {
 
 // warnInUse warns that an image the kernel has mounted read-write may be
 // read in a stale state (the kernel's changes may not be written yet).
-func warnInUse(e *env, image string) {
+// It reports whether it warned.
+func warnInUse(e *env, image string) bool {
 	if usage, writable, err := ext4go.InUse(image); err == nil && writable {
 		fmt.Fprintf(e.stderr, "ext4go: warning: %s is %s; what is read may be stale\n", image, usage)
+		return true
 	}
+	return false
 }

@@ -102,10 +102,8 @@ func runWrite(c *writeCommand, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.readOnly {
-		warnInUse(e, image)
-	}
-	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: !c.readOnly, AllowUnclean: o.has("allow-unclean")})
+	mounted := c.readOnly && warnInUse(e, image)
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: !c.readOnly, AllowUnclean: o.has("allow-unclean"), IgnoreJournal: mounted})
 	if err != nil {
 		return err
 	}
