@@ -39,7 +39,10 @@ type BuildOptions struct {
 	// trusted.overlay.opaque="y" attribute on the directory.
 	Whiteouts bool
 	// Time, when set, is the change and creation time of every inode made
-	// (SOURCE_DATE_EPOCH); otherwise they get the current time.
+	// (SOURCE_DATE_EPOCH); otherwise they get the current time. Access
+	// and modification times later than it are clamped to it, as the
+	// reproducible-builds specification asks, so that reading the source
+	// between two builds (which moves its atimes) changes nothing.
 	Time time.Time
 	// Workers copy file data at once (default: 8, or GOMAXPROCS if more;
 	// on a cold cache copying waits on the source's disk more than on the
@@ -571,6 +574,14 @@ func (f *FS) fill(j fillJob, buf []byte, done *atomic.Int64) error {
 func (f *FS) setBuildTimes(n *node, atime, mtime, ctime time.Time) error {
 	if ctime.IsZero() {
 		ctime = f.now()
+	} else {
+		// ctime is SOURCE_DATE_EPOCH: nothing may be later.
+		if atime.After(ctime) {
+			atime = ctime
+		}
+		if mtime.After(ctime) {
+			mtime = ctime
+		}
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
