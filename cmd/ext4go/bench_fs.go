@@ -23,12 +23,12 @@ import (
 
 func init() {
 	benchKinds["fallocate2"] = benchKind{
-		usage:   "fallocate2 [-p 1,2,4,8] [-dir MOUNTPOINT] [-duration D] [-size BYTES] [-json]",
+		usage:   "fallocate2 [-p 1,2,4,8] [--dir MOUNTPOINT] [--duration D] [--size BYTES] [--json]",
 		summary: "will-it-scale fallocate2 through the filesystem: each of P goroutines fallocates 8 KiB at the end of its own file until 1 MiB, then truncates it to 0; through ext4go on a fresh image, or with -dir through system calls on a mounted directory",
 		run:     benchFallocate2,
 	}
 	benchKinds["read"] = benchKind{
-		usage:   "read [-p N] [-compare] [-json] IMAGE",
+		usage:   "read [-p N] [--compare] [--no-cold] [--json] IMAGE",
 		summary: "read every file of IMAGE through ext4go; with -compare also with debugfs rdump and through the kernel on a read-only loop mount (root), and report the ratios",
 		run:     benchRead,
 	}

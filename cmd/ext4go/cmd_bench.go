@@ -27,12 +27,12 @@ type benchKind struct {
 func init() {
 	register(&command{
 		name:    "bench",
-		usage:   "KIND [FLAGS]  (KIND: " + "alloc" + "; 'ext4go bench KIND -h' for its flags)",
-		summary: "run benchmarks: alloc = the block allocator (fallocate2, append, fragmentation, small files)",
+		usage:   "KIND [OPTIONS]",
+		summary: "run benchmarks: the block allocator (alloc), fallocate2 through ext4go or a mounted filesystem, reading every file of an image (read)",
 		run:     runBench,
 	})
 	benchKinds["alloc"] = benchKind{
-		usage:   "alloc [-p 1,2,4,8,16] [-legacy] [-optimize-scan=auto|on|off] [-json] [-duration D] [-count N] [-size BYTES] [-cpus N] [-run LIST] [-root DIR] [-stats]",
+		usage:   "alloc [-p 1,2,4,8,16] [--legacy] [--optimize-scan auto|on|off] [--json] [--duration D] [--count N] [--size BYTES] [--cpus N] [--run LIST] [--root DIR] [--stats]",
 		summary: "the multi-block allocator on an in-memory filesystem, default against legacy",
 		run:     benchAlloc,
 	}
@@ -40,10 +40,12 @@ func init() {
 
 func runBench(e *env, args []string) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
-		fmt.Fprintln(e.stderr, "usage: ext4go bench KIND [FLAGS]\n\nkinds:")
+		c := commands["bench"]
+		fmt.Fprintf(e.stderr, "usage: ext4go bench KIND [OPTIONS]\n%s\n\nkinds:\n", c.summary)
 		for _, n := range benchKindNames() {
 			fmt.Fprintf(e.stderr, "  %s\n      %s\n", benchKinds[n].usage, benchKinds[n].summary)
 		}
+		printExamples(e.stderr, "bench")
 		return flag.ErrHelp
 	}
 	if len(args) == 0 {

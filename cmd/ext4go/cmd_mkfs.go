@@ -21,7 +21,7 @@ import (
 func init() {
 	register(&command{
 		name:    "mkfs",
-		usage:   "[-t TYPE] [-size SIZE] [-b BLOCKSIZE] [-I INODESIZE] [-i BYTES-PER-INODE] [-N INODES] [-G FLEX] [-m PCT] [-L LABEL] [-U UUID] [-E hash_seed=UUID] [-O FEATURES] [-J MiB] [-d DIR | -tar FILE|-] [-uid N] [-gid N] [-map FILE] [-whiteouts] [-margin PCT] [-q] IMAGE",
+		usage:   "[-t TYPE] [--size SIZE] [-b BLOCKSIZE] [-I INODESIZE] [-i BYTES-PER-INODE] [-N INODES] [-G FLEX] [-m PCT] [-L LABEL] [-U UUID] [-E OPTS] [-O FEATURES] [-J MiB] [-d DIR | --tar FILE|-] [--uid N] [--gid N] [--map FILE] [--whiteouts] [--margin PCT] [-q] [-F] [-n] IMAGE",
 		summary: "make a new filesystem, optionally filled from a directory or a tar stream (gzip/zstd detected)",
 		run:     runMkfs,
 	})

@@ -145,6 +145,7 @@ func printOptUsage(w io.Writer, c *command, defs []optDef) {
 		}
 		fmt.Fprintf(w, "  %-24s %s\n", n, d.help)
 	}
+	printExamples(w, c.name)
 }
 
 // optDef is one option of a command.
@@ -264,6 +265,18 @@ func findShort(defs []optDef, c byte) *optDef {
 		}
 	}
 	return nil
+}
+
+// exactLong reports whether "name" or "name=value" names a long option
+// exactly.
+func exactLong(defs []optDef, arg string) bool {
+	name, _, _ := strings.Cut(arg, "=")
+	for _, d := range defs {
+		if d.long != "" && d.long == name {
+			return true
+		}
+	}
+	return false
 }
 
 func findLong(defs []optDef, name string) (*optDef, error) {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 )
 
 // command is one subcommand of ext4go.
@@ -45,29 +46,20 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
-// newFlags returns a flag set that reports errors instead of exiting. Only
-// mkfs and bench use it: their long options take one dash (-size), as Go's
-// flag package spells them; the other commands parse with parseCmd.
-func newFlags(c *command, e *env) *flag.FlagSet {
-	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "usage: ext4go %s %s\n", c.name, c.usage)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
 func main() {
 	os.Exit(run(&env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:]))
 }
 
 func run(e *env, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		printUsage(e.stderr)
 		if len(args) == 0 {
 			return 1
 		}
+		return 0
+	}
+	if args[0] == "--version" {
+		fmt.Fprintln(e.stdout, versionString())
 		return 0
 	}
 	c, ok := commands[args[0]]
@@ -100,6 +92,11 @@ func printUsage(w io.Writer) {
 	sort.Strings(names)
 	for _, n := range names {
 		c := commands[n]
-		fmt.Fprintf(w, "  %-10s %s\n             %s\n", n, c.usage, c.summary)
+		usage := c.usage
+		if n == "bench" {
+			usage = "KIND [OPTIONS]  (KIND: " + strings.Join(benchKindNames(), ", ") + "; 'ext4go bench KIND --help' for its options)"
+		}
+		fmt.Fprintf(w, "  %-10s %s\n             %s\n", n, usage, c.summary)
 	}
+	fmt.Fprintln(w, "\n'ext4go help COMMAND' (or 'ext4go COMMAND --help') shows a command's options and examples.")
 }
