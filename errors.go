@@ -1,6 +1,7 @@
 package ext4go
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/ext4go/ext4go/internal/dev"
@@ -62,4 +63,17 @@ func checkInUse(path string) error {
 		return nil // a path InUse cannot check is left to the open
 	}
 	return &InUseError{Path: path, Usage: u.String(), Mounted: len(u.Mounts) > 0}
+}
+
+// ErrNotExt4 matches the error of opening something that holds no ext2,
+// ext3 or ext4 filesystem (no superblock magic, or too small for one). Such
+// an error matches ErrCorrupt too: a filesystem whose superblock was
+// overwritten looks the same.
+var ErrNotExt4 = errors.New("not an ext4 filesystem")
+
+type notExt4Error struct{ detail string }
+
+func (e *notExt4Error) Error() string { return "not an ext4 filesystem: " + e.detail }
+func (e *notExt4Error) Is(target error) bool {
+	return target == ErrNotExt4 || target == ErrCorrupt
 }

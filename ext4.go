@@ -1,6 +1,7 @@
 package ext4go
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"io/fs"
@@ -127,8 +128,14 @@ func newFS(d dev.Device, opts *Options, reproducible bool) (*FS, error) {
 		f.opts = *opts
 	}
 	buf := make([]byte, super.Size)
+	if size := d.Size(); size < super.Offset+super.Size {
+		return nil, &notExt4Error{fmt.Sprintf("%d bytes is too small to hold a superblock (at offset %d)", size, super.Offset)}
+	}
 	if err := f.readFull(buf, super.Offset, "superblock"); err != nil {
 		return nil, err
+	}
+	if magic := binary.LittleEndian.Uint16(buf[0x38:]); magic != super.Magic {
+		return nil, &notExt4Error{fmt.Sprintf("no superblock magic at offset %d (%#04x where %#04x belongs)", super.Offset, magic, super.Magic)}
 	}
 	decode := super.Decode
 	if f.opts.IgnoreChecksums {

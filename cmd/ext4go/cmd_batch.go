@@ -82,7 +82,7 @@ func runBatch(e *env, args []string) error {
 	}
 	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, AllowUnclean: o.has("allow-unclean")})
 	if err != nil {
-		return err
+		return imageError(commands["batch"], image, err)
 	}
 	var failed error
 	for _, s := range steps {

@@ -123,6 +123,9 @@ func runFrag(e *env, args []string) error {
 	}
 	fi, err := fsys.Lstat(name)
 	if err != nil {
+		if len(o.args) == 1 {
+			return operandError(o.args[0], err)
+		}
 		return err
 	}
 	if !fi.IsDir() {

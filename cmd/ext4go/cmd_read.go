@@ -41,7 +41,7 @@ func openRead(e *env, name string, defs []optDef, args []string, min, max int) (
 	// disk is read as it is (the warning said it may be stale).
 	fsys, err := ext4go.Open(o.args[0], &ext4go.Options{IgnoreChecksums: o.has("force"), IgnoreJournal: mounted})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, imageError(c, o.args[0], err)
 	}
 	o.args = o.args[1:]
 	return fsys, o, nil
@@ -74,6 +74,9 @@ func runLs(e *env, args []string) error {
 	}
 	fi, err := fsys.Lstat(name)
 	if err != nil {
+		if len(o.args) == 1 {
+			return operandError(o.args[0], err)
+		}
 		return err
 	}
 	if !fi.IsDir() {
@@ -232,18 +235,15 @@ func runCat(e *env, args []string) error {
 		return err
 	}
 	defer fsys.Close()
-	for _, p := range o.args {
+	return eachOperand(e, "cat", o.args, func(p string) error {
 		f, err := fsys.Open(imagePath(p))
 		if err != nil {
 			return err
 		}
+		defer f.Close()
 		_, err = io.Copy(e.stdout, f)
-		f.Close()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 func runStat(e *env, args []string) error {
@@ -252,15 +252,17 @@ func runStat(e *env, args []string) error {
 		return err
 	}
 	defer fsys.Close()
-	for i, p := range o.args {
-		if i > 0 {
-			fmt.Fprintln(e.stdout)
-		}
+	first := true
+	return eachOperand(e, "stat", o.args, func(p string) error {
 		name := imagePath(p)
 		fi, err := fsys.Lstat(name)
 		if err != nil {
 			return err
 		}
+		if !first {
+			fmt.Fprintln(e.stdout)
+		}
+		first = false
 		st := fi.Sys().(*ext4go.Stat)
 		w := e.stdout
 		fmt.Fprintf(w, "  File: %s", displayPath(name))
@@ -306,8 +308,8 @@ func runStat(e *env, args []string) error {
 			}
 			fmt.Fprintf(w, " Xattr: %s=%s\n", a, xattrValueString(v))
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func fileTypeName(m fs.FileMode) string {
@@ -356,3 +358,44 @@ func warnInUse(e *env, image string) bool {
 	}
 	return false
 }
+
+// imageError adds to an error opening the image which operand was taken
+// as the image, when that is a likely mistake (arguments in the wrong
+// order): the file is missing or holds no ext4 filesystem.
+func imageError(c *command, image string, err error) error {
+	if errors.Is(err, ext4go.ErrNotExt4) || errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w\n(%q was taken as the image: usage: ext4go %s %s)", err, image, c.name, c.usage)
+	}
+	return err
+}
+
+// operandError says what went wrong with an operand in the user's words:
+// the path as they wrote it, not the name inside the library.
+func operandError(operand string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("%s: %w", operand, err)
+}
+
+// eachOperand runs fn on every operand and goes on past failures, as
+// coreutils do: each failure is reported, and the command fails at the
+// end.
+func eachOperand(e *env, name string, operands []string, fn func(operand string) error) error {
+	failed := 0
+	for _, op := range operands {
+		if err := fn(op); err != nil {
+			fmt.Fprintf(e.stderr, "ext4go %s: %v\n", name, operandError(op, err))
+			failed++
+		}
+	}
+	if failed > 0 {
+		return errReported
+	}
+	return nil
+}
+
+// errReported is the error of a command that reported its failures
+// itself: it exits 1 without another message.
+var errReported = errors.New("reported")

@@ -105,7 +105,7 @@ func runWrite(c *writeCommand, e *env, args []string) error {
 	mounted := c.readOnly && warnInUse(e, image)
 	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: !c.readOnly, AllowUnclean: o.has("allow-unclean"), IgnoreJournal: mounted})
 	if err != nil {
-		return err
+		return imageError(commands[c.name], image, err)
 	}
 	x := &wctx{fsys: fsys, e: e, prefix: "ext4go " + c.name + ": "}
 	err = act(x)

@@ -74,6 +74,8 @@ func run(e *env, args []string) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case err == errReported:
+		return 1
 	case errors.As(err, &ue):
 		fmt.Fprintf(e.stderr, "ext4go %s: %s\nusage: ext4go %s %s\n", c.name, ue.msg, c.name, c.usage)
 		return 1
