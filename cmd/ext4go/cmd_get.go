@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "get", usage: "[-nq] [--force] IMAGE PATH DEST", summary: "copy PATH out of the image to DEST recursively, keeping mode, owner, times, links and xattrs", run: runGet})
+	register(&command{name: "get", usage: "[-nqf] [--force] IMAGE PATH DEST", summary: "copy PATH out of the image to DEST recursively, keeping mode, owner, times, links and xattrs", run: runGet})
 }
 
 // copyOut copies a tree out of an image into a host directory. It creates
@@ -30,6 +30,7 @@ type copyOut struct {
 	quiet     bool
 	links     map[uint32]string // inode -> path relative to the destination root, for hard links
 	above     map[uint32]bool   // directories being copied, by inode: an entry naming one is a loop
+	overwrite bool              // -f: replace existing host files
 	warned    map[string]bool
 	errs      int
 	isRoot    bool
@@ -41,6 +42,7 @@ func runGet(e *env, args []string) error {
 	fsys, o, err := openRead(e, "get", []optDef{
 		{short: 'n', help: "do not set owners (uid/gid) on the copies"},
 		{short: 'q', help: "do not warn about metadata the host refuses (xattrs, owners)"},
+		{short: 'f', help: "replace existing host files (as cp -f); without it an existing file is an error"},
 	}, args, 3, 3)
 	if err != nil {
 		return err
@@ -68,7 +70,7 @@ func runGet(e *env, args []string) error {
 	defer unix.Close(pfd)
 	co := &copyOut{fsys: fsys, stderr: e.stderr, noOwner: o.has("n"), quiet: o.has("q"),
 		links: map[uint32]string{}, warned: map[string]bool{}, isRoot: os.Geteuid() == 0,
-		buf: make([]byte, 1<<20), destLabel: dest}
+		buf: make([]byte, 1<<20), destLabel: dest, overwrite: o.has("f")}
 	if err := co.copy(pfd, name, src, fi); err != nil {
 		return err
 	}
@@ -96,6 +98,16 @@ func (co *copyOut) copy(dirfd int, name, src string, fi fs.FileInfo) error {
 			return co.hardlink(dirfd, name, first)
 		}
 	}
+	if !mode.IsDir() && co.overwrite {
+		// As cp -f: an existing non-directory is removed first (never
+		// followed: the new file is made in its place).
+		var hst unix.Stat_t
+		if unix.Fstatat(dirfd, name, &hst, unix.AT_SYMLINK_NOFOLLOW) == nil && hst.Mode&unix.S_IFMT != unix.S_IFDIR {
+			if err := unix.Unlinkat(dirfd, name, 0); err != nil {
+				return fmt.Errorf("cannot remove the existing host file %s: %w", co.hostPath(dirfd, name), err)
+			}
+		}
+	}
 	var err error
 	switch {
 	case mode.IsDir():
@@ -109,6 +121,9 @@ func (co *copyOut) copy(dirfd int, name, src string, fi fs.FileInfo) error {
 		}
 	default:
 		err = unix.Mknodat(dirfd, name, uint32(st.Mode), int(st.Rdev))
+	}
+	if errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("%s: the host file %s exists; use -f to overwrite it", displayPath(src), co.hostPath(dirfd, name))
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", displayPath(src), err)
@@ -279,4 +294,13 @@ func (co *copyOut) setMeta(dirfd int, name string, fd int, src string, st *ext4g
 		return fmt.Errorf("set times of %s: %w", displayPath(src), err)
 	}
 	return nil
+}
+
+// hostPath names a host file for messages: the directory it is made in
+// (as the kernel names it) and its name.
+func (co *copyOut) hostPath(dirfd int, name string) string {
+	if p := fdPath(dirfd, name); p != "" {
+		return p
+	}
+	return name
 }

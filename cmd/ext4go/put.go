@@ -280,6 +280,11 @@ func (p *putter) copyFile(dirfd int, name, srcShown, dst string, st *unix.Stat_t
 		err = failf("cannot write", displayPath(dst), cerr)
 	}
 	if err != nil {
+		// As cp: no partial copy is left behind (the file is ours, made
+		// with O_EXCL above).
+		if rerr := p.fsys.Remove(dst); rerr != nil {
+			p.report(failf("cannot remove the partial copy", displayPath(dst), rerr))
+		}
 		return err
 	}
 	return p.setMeta(fd, dirfd, name, srcShown, dst, st)
