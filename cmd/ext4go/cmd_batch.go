@@ -16,7 +16,7 @@ import (
 
 func init() {
 	register(&command{name: "batch", usage: "[-n] IMAGE [SCRIPT]",
-		summary: "run write commands (put, mkdir, rm, mv, ln, chmod, chown, touch, truncate, fallocate, setfattr, getfattr), one a line without IMAGE, from SCRIPT or standard input in one open of the image",
+		summary: "run write commands (put, mkdir, rm, mv, ln, chmod, chown, touch, truncate, fallocate, setfattr, getfattr), one a line without IMAGE, from SCRIPT or standard input in one open of the image; not atomic: it stops at the first failing command and keeps what the ones before did (each change is whole)",
 		run:     runBatch})
 }
 
