@@ -54,7 +54,7 @@ func TestMistakeMessages(t *testing.T) {
 		{"directory", []string{"cat", img, "/lost+found"}, []string{"/lost+found: is a directory"}, ""},
 		{"stat goes on", []string{"stat", img, "/nope", "/f"}, []string{"/nope: file does not exist"}, ""},
 		{"ls of a missing path", []string{"ls", img, "/nope/deeper"}, []string{"ls: /nope/deeper: file does not exist"}, ""},
-		{"host source missing", []string{"put", img, filepath.Join(dir, "no-such"), "/x"}, []string{filepath.Join(dir, "no-such"), "no such file"}, ""},
+		{"host source missing", []string{"put", img, filepath.Join(dir, "no-such"), "/x"}, []string{"host file", filepath.Join(dir, "no-such"), "no such file"}, ""},
 		{"get over a host file", []string{"get", img, "/f", existing}, []string{"host file", "exists; use -f"}, ""},
 		{"put runs out of space", []string{"put", "-q", img, big, "/big"}, []string{"/big", "no space left"}, ""},
 		{"unclean", []string{"mkdir", unclean, "/d"}, []string{"not cleanly unmounted", "e2fsck -f", ""}, ""},

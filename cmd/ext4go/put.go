@@ -93,10 +93,10 @@ func (p *putter) put(src, dst string) error {
 	defer unix.Close(pfd)
 	var st unix.Stat_t
 	if err := unix.Fstatat(pfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return failf("cannot stat", src, err)
+		return failf("cannot stat host file", src, err)
 	}
 	if merge && st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return failf("cannot stat", src, syscall.ENOTDIR)
+		return failf("cannot stat host file", src, syscall.ENOTDIR)
 	}
 	target := imagePath(dst)
 	if !merge && isDir(p.fsys, target) {
@@ -147,7 +147,7 @@ func (p *putter) copy(dirfd int, name, srcShown, dst string, st *unix.Stat_t) er
 	case unix.S_IFLNK:
 		var target string
 		if target, err = readlinkat(dirfd, name); err != nil {
-			return failf("cannot read symbolic link", srcShown, err)
+			return failf("cannot read host symbolic link", srcShown, err)
 		}
 		if err = p.fsys.Symlink(target, dst); err != nil {
 			return failf("cannot create symbolic link", displayPath(dst), err)
@@ -190,7 +190,7 @@ func (p *putter) clear(dst string) error {
 func (p *putter) copyDir(dirfd int, name, srcShown, dst string, st *unix.Stat_t) error {
 	fd, err := unix.Openat(dirfd, name, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return failf("cannot open directory", srcShown, err)
+		return failf("cannot open host directory", srcShown, err)
 	}
 	defer unix.Close(fd)
 	if dst != "." {
@@ -208,7 +208,7 @@ func (p *putter) copyDir(dirfd int, name, srcShown, dst string, st *unix.Stat_t)
 	}
 	names, err := readDirNames(fd)
 	if err != nil {
-		return failf("cannot read directory", srcShown, err)
+		return failf("cannot read host directory", srcShown, err)
 	}
 	for _, n := range names {
 		childShown := strings.TrimSuffix(srcShown, "/") + "/" + n
@@ -268,7 +268,7 @@ func (p *putter) copyFile(dirfd int, name, srcShown, dst string, st *unix.Stat_t
 		fd, err = unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	}
 	if err != nil {
-		return failf("cannot open", srcShown, err)
+		return failf("cannot open host file", srcShown, err)
 	}
 	defer unix.Close(fd)
 	f, err := p.fsys.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -311,7 +311,7 @@ func (p *putter) copyData(fd int, f *ext4go.File, srcShown, dst string, size int
 				continue
 			}
 			if err != nil {
-				return failf("cannot read", srcShown, err)
+				return failf("cannot read host file", srcShown, err)
 			}
 			if m == 0 {
 				break // the file shrank while we copied
@@ -341,7 +341,7 @@ func (p *putter) setMeta(fd, dirfd int, name, srcShown, dst string, st *unix.Sta
 	}
 	attrs, err := hostXattrs(fd, dirfd, name)
 	if err != nil {
-		return failf("cannot read the attributes of", srcShown, err)
+		return failf("cannot read the attributes of host file", srcShown, err)
 	}
 	for _, a := range attrs {
 		err := p.fsys.SetXattr(dst, a.name, a.value, 0)
