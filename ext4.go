@@ -209,7 +209,7 @@ func (f *FS) checkFeatures() error {
 	}
 	if sb.HasIncompat(super.IncompatRecover) && !f.opts.IgnoreJournal {
 		return &UnsupportedError{Feature: "journal replay",
-			Detail: "the journal holds changes not yet written to their places (needs_recovery, or the filesystem is mounted): unmount it, or replay the journal with e2fsck -f or one kernel mount; ext4go does not replay journals yet (Options.IgnoreJournal reads the stale on-disk state)"}
+			Detail: "the journal holds changes not yet written to their places (needs_recovery, or the filesystem is mounted): unmount it, or replay the journal with e2fsck -f or one kernel mount; ext4go does not replay journals yet"}
 	}
 	return nil
 }

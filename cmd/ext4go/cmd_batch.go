@@ -23,6 +23,7 @@ func init() {
 var batchOpts = []optDef{
 	{'n', "check", "", "check the script only; do not open the image"},
 	{long: "allow-unclean", help: "write even though the filesystem was not cleanly unmounted or has errors"},
+	{long: "atomic", help: "all or nothing: needs journalled writes, which ext4go does not have yet (refused)"},
 }
 
 // batchLine is one command of a script.
@@ -42,6 +43,9 @@ func runBatch(e *env, args []string) error {
 	}
 	if len(o.args) < 1 || len(o.args) > 2 {
 		return usagef("want IMAGE and at most one SCRIPT")
+	}
+	if o.has("atomic") {
+		return errors.New("--atomic needs journalled writes (one transaction for the whole script), which ext4go does not have yet")
 	}
 	image, check := o.args[0], o.has("n")
 	var in io.Reader = e.stdin

@@ -27,7 +27,8 @@ func init() {
 // IMAGE removed from its operands. The caller closes the image.
 func openRead(e *env, name string, defs []optDef, args []string, min, max int) (*ext4go.FS, *opts, error) {
 	c := commands[name]
-	defs = append(defs, optDef{long: "force", help: "read even if checksums do not match"})
+	defs = append(defs, optDef{long: "force", help: "read even if checksums do not match"},
+		optDef{long: "ignore-journal", help: "read what is on disk without the journal's changes not yet written home (may be stale)"})
 	o, err := parseCmd(e, c, defs, args)
 	if err != nil {
 		return nil, nil, err
@@ -39,7 +40,7 @@ func openRead(e *env, name string, defs []optDef, args []string, min, max int) (
 	mounted := warnInUse(e, o.args[0])
 	// A mounted journalled image needs recovery while mounted: what is on
 	// disk is read as it is (the warning said it may be stale).
-	fsys, err := ext4go.Open(o.args[0], &ext4go.Options{IgnoreChecksums: o.has("force"), IgnoreJournal: mounted})
+	fsys, err := ext4go.Open(o.args[0], &ext4go.Options{IgnoreChecksums: o.has("force"), IgnoreJournal: mounted || o.has("ignore-journal")})
 	if err != nil {
 		return nil, nil, imageError(c, o.args[0], err)
 	}
@@ -366,6 +367,10 @@ func imageError(c *command, image string, err error) error {
 	if errors.Is(err, ext4go.ErrNotExt4) || errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w\n(%q was taken as the image: usage: ext4go %s %s)", err, image, c.name, c.usage)
 	}
+	var ue *ext4go.UnsupportedError
+	if errors.As(err, &ue) && ue.Feature == "journal replay" && isReadCommand(c.name) {
+		return fmt.Errorf("%w (--ignore-journal reads the on-disk state, which may be stale)", err)
+	}
 	return err
 }
 
@@ -399,3 +404,12 @@ func eachOperand(e *env, name string, operands []string, fn func(operand string)
 // errReported is the error of a command that reported its failures
 // itself: it exits 1 without another message.
 var errReported = errors.New("reported")
+
+// isReadCommand reports whether name only reads images.
+func isReadCommand(name string) bool {
+	switch name {
+	case "ls", "cat", "stat", "get", "info", "frag":
+		return true
+	}
+	return false
+}
