@@ -39,11 +39,13 @@ type BuildOptions struct {
 	// trusted.overlay.opaque="y" attribute on the directory.
 	Whiteouts bool
 	// Time, when set, is the change and creation time of every inode made
-	// (SOURCE_DATE_EPOCH); otherwise they get the current time. Access
-	// and modification times later than it are clamped to it, as the
-	// reproducible-builds specification asks, so that reading the source
-	// between two builds (which moves its atimes) changes nothing.
+	// (SOURCE_DATE_EPOCH); otherwise they get the current time.
 	Time time.Time
+	// ClampTimes limits access and modification times to Time, as the
+	// reproducible-builds specification asks of SOURCE_DATE_EPOCH, so that
+	// reading the source between two builds (which moves its atimes)
+	// changes nothing.
+	ClampTimes bool
 	// Workers copy file data at once (default: 8, or GOMAXPROCS if more;
 	// on a cold cache copying waits on the source's disk more than on the
 	// CPU).
@@ -276,7 +278,7 @@ func (b *builder) addHostEntry(parent *node, ipath string, h *hostEntry) error {
 		return nil
 	}
 	// Set now, so the node need not stay in memory until the end.
-	return b.f.setBuildTimes(n, atime, mtime, b.o.Time)
+	return b.f.setBuildTimes(n, atime, mtime, b.o.Time, b.o.ClampTimes)
 }
 
 // create makes one entry under parent.
@@ -508,7 +510,7 @@ func (b *builder) stopFill() error {
 func (b *builder) setTimes() error {
 	for i := len(b.times) - 1; i >= 0; i-- {
 		t := b.times[i]
-		if err := b.f.setBuildTimes(t.n, t.atime, t.mtime, b.o.Time); err != nil {
+		if err := b.f.setBuildTimes(t.n, t.atime, t.mtime, b.o.Time, b.o.ClampTimes); err != nil {
 			return err
 		}
 	}
@@ -571,10 +573,10 @@ func (f *FS) fill(j fillJob, buf []byte, done *atomic.Int64) error {
 
 // setBuildTimes gives a built inode its source's times; ctime and crtime
 // are ctime (or now).
-func (f *FS) setBuildTimes(n *node, atime, mtime, ctime time.Time) error {
+func (f *FS) setBuildTimes(n *node, atime, mtime, ctime time.Time, clamp bool) error {
 	if ctime.IsZero() {
 		ctime = f.now()
-	} else {
+	} else if clamp {
 		// ctime is SOURCE_DATE_EPOCH: nothing may be later.
 		if atime.After(ctime) {
 			atime = ctime

@@ -73,7 +73,7 @@ func (f *FS) AddTar(dst string, r io.Reader, o *BuildOptions) error {
 	})
 	for _, n := range names {
 		t := dirTimes[n]
-		if err := f.setBuildTimes(t.n, t.atime, t.mtime, b.o.Time); err != nil {
+		if err := f.setBuildTimes(t.n, t.atime, t.mtime, b.o.Time, b.o.ClampTimes); err != nil {
 			return err
 		}
 	}
@@ -209,7 +209,7 @@ func (b *builder) addTarEntry(tr *tar.Reader, hdr *tar.Header, name string, dirT
 		dirTimes[name] = pendingTimes{n, atime, hdr.ModTime}
 		return nil
 	}
-	return f.setBuildTimes(n, atime, hdr.ModTime, b.o.Time)
+	return f.setBuildTimes(n, atime, hdr.ModTime, b.o.Time, b.o.ClampTimes)
 }
 
 // root returns the directory hard-link targets are relative to: the

@@ -131,7 +131,7 @@ func runMkfs(e *env, args []string) error {
 			return fmt.Errorf("SOURCE_DATE_EPOCH=%q: not a number of seconds", sde)
 		}
 		o.CreationTime = time.Unix(sec, 0)
-		bo.Time = o.CreationTime
+		bo.Time, bo.ClampTimes = o.CreationTime, true
 		if o.UUID == ([16]byte{}) {
 			o.UUID = derivedUUID("uuid", sec)
 		}
