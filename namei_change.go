@@ -175,8 +175,13 @@ func (f *FS) emptyDir(d *File, name string, above map[uint32]bool) error {
 				return err
 			}
 		}
-		if err := f.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
+		// Through d's node, not the path: removing a deep tree costs what
+		// it holds.
+		d.n.mu.Lock()
+		err := f.removeEntry(d.n, e.Name())
+		d.n.mu.Unlock()
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return &fs.PathError{Op: "remove", Path: p, Err: err}
 		}
 	}
 	return nil
