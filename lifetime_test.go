@@ -403,3 +403,26 @@ func TestRefusedNames(t *testing.T) {
 	}
 	closeChecked(t, fsys, image)
 }
+
+// TestOpenCreateSelfEntry: an O_CREATE open of an entry that names its own
+// directory (a corrupt image) is a corruption error, not a self-deadlock.
+func TestOpenCreateSelfEntry(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 8<<20, "-t", "ext4")
+	testutil.DebugfsWrite(t, image, "mkdir d", "ln d d/self")
+	fsys := openRW(t, image)
+	done := make(chan error, 1)
+	go func() {
+		_, err := fsys.OpenFile("d/self", os.O_RDONLY|os.O_CREATE, 0o644)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ext4go.ErrCorrupt) {
+			t.Errorf("open of a self entry: %v, want a corruption", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("open of a self entry hangs")
+	}
+	fsys.Close()
+}

@@ -469,6 +469,10 @@ func (f *FS) openCreate(name string, flag int, perm fs.FileMode, hops int, reada
 		if err == nil {
 			err = n.checkNamed()
 		}
+		if err == nil && n == parent {
+			// Locking it again below would wait for ourselves.
+			err = &CorruptError{What: "directory entry", Block: -1, Ino: parent.ino, Detail: fmt.Sprintf("%q names its own directory", base)}
+		}
 		if err != nil {
 			parent.mu.Unlock()
 			return fail(err)
