@@ -10,7 +10,8 @@ need=()
 command -v mke2fs >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 command -v losetup >/dev/null 2>&1 || need+=(mount)
-command -v zsh >/dev/null 2>&1 || need+=(zsh) # checks the zsh completion script
+command -v zsh >/dev/null 2>&1 || need+=(zsh)       # checks the zsh completion script
+command -v sfdisk >/dev/null 2>&1 || need+=(fdisk)  # partitions a disk for the in-use test
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing: ${need[*]}"

@@ -42,6 +42,10 @@ func InUse(path string) (*Usage, error) {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFBLK:
 		devs[st.Rdev] = path
+		// A whole disk is in use when one of its partitions is mounted.
+		for nr, name := range partitions(st.Rdev) {
+			devs[nr] = name
+		}
 	case unix.S_IFREG:
 		loops, err := filepath.Glob("/sys/block/loop*")
 		if err != nil {
@@ -81,6 +85,28 @@ func InUse(path string) (*Usage, error) {
 		return nil, nil
 	}
 	return u, nil
+}
+
+// partitions returns the partitions of the disk with device number nr,
+// from sysfs (/sys/dev/block/MAJ:MIN/NAMEn/partition), with their /dev
+// names.
+func partitions(nr uint64) map[uint64]string {
+	dir := fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(nr), unix.Minor(nr))
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	out := map[uint64]string{}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if _, err := os.Stat(filepath.Join(p, "partition")); err != nil {
+			continue
+		}
+		if pnr, ok := devNumber(filepath.Join(p, "dev")); ok {
+			out[pnr] = "/dev/" + e.Name()
+		}
+	}
+	return out
 }
 
 // devNumber reads a sysfs "major:minor" file.
