@@ -1,0 +1,240 @@
+package jbd2
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ext4go/ext4go/internal/fserr"
+)
+
+// ReadLog reads journal block nr (counted from the start of the journal,
+// block 0 holding its superblock).
+type ReadLog func(nr uint32) ([]byte, error)
+
+// Recovery is what replaying a journal gives: the filesystem blocks the
+// committed transactions logged, last copy first-class (a later
+// transaction's copy replaces an earlier one), without the revoked ones.
+type Recovery struct {
+	Blocks map[uint64][]byte // filesystem block -> its content after the replay
+	Order  []uint64          // Blocks' keys in log order of their last copy
+
+	// Transactions [StartSeq, EndSeq) were replayed; EndSeq is where
+	// the next transaction's ID must go on (the journal's s_sequence
+	// once it is reset).
+	StartSeq, EndSeq uint32
+	Revokes          int // revoke records read
+	RevokeHits       int // logged copies skipped for a revoke
+	// BadBlocks are logged copies whose tag checksum failed: skipped,
+	// as the kernel skips them, and reported (the kernel then fails the
+	// recovery with EIO after replaying the rest).
+	BadBlocks []uint64
+}
+
+// ErrBadJournal matches recovery failures that the kernel's recovery would
+// fail on too (a descriptor or transaction checksum that breaks in the
+// middle of the log).
+var ErrBadJournal = errors.New("jbd2: journal corrupt")
+
+// Recover runs the kernel's three recovery passes (kernel:
+// jbd2_journal_recover, do_one_pass) over the log of sb: a scan that
+// finds the last transaction with a valid commit block, a pass collecting
+// revoke records, and a replay of the tagged blocks not revoked by a
+// later-or-same transaction. It reads the journal only and returns what
+// the replay would write; it writes nothing. A journal with nothing to
+// replay (s_start 0) gives an empty Recovery. Fast-commit blocks are not
+// replayed: such a journal is refused with an error that says so.
+func Recover(sb *Superblock, read ReadLog) (*Recovery, error) {
+	r := &Recovery{Blocks: map[uint64][]byte{}, StartSeq: sb.Sequence, EndSeq: sb.Sequence}
+	if sb.Start == 0 {
+		return r, nil
+	}
+	if first, end := sb.FastCommitArea(); end > first && sb.HasIncompat(IncompatFastCommit) {
+		// Fast commits are only replayed after the full ones; without
+		// that, a replay would lose their changes.
+		if b, err := read(first); err == nil && len(b) >= 4 && (b[0]|b[1]|b[2]|b[3]) != 0 {
+			return nil, &fserr.UnsupportedError{Feature: "journal fast commits", Detail: "the journal holds fast-commit blocks to replay"}
+		}
+	}
+	end, err := r.pass(sb, read, passScan, 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	r.EndSeq = end
+	revoked := map[uint64]uint32{} // block -> newest transaction revoking it
+	if _, err := r.pass(sb, read, passRevoke, end, revoked); err != nil {
+		return nil, err
+	}
+	if _, err := r.pass(sb, read, passReplay, end, revoked); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+type passKind int
+
+const (
+	passScan passKind = iota
+	passRevoke
+	passReplay
+)
+
+// pass walks the log once. The scan returns the end transaction; the
+// other passes stop there.
+func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32, revoked map[uint64]uint32) (uint32, error) {
+	seq := sb.Sequence
+	blk := sb.Start
+	crc := ^uint32(0) // v1 transaction checksum
+	var lastCommit uint64
+	needCommitTime := false // a checksum failed: is this a stale log?
+	endKnown := false
+	// done is where the log ends: the first transaction that failed its
+	// commit checks (async_commit scans on past it), else seq.
+	done := func() (uint32, error) {
+		if kind == passScan && endKnown {
+			return end, nil
+		}
+		return seq, nil
+	}
+	// Bound the walk: every step consumes at least one log block and a
+	// valid log cannot be longer than the log area.
+	budget := int64(sb.LogEnd()-sb.First)*2 + 16
+	for ; budget > 0; budget-- {
+		if kind != passScan && !SeqAfter(end, seq) {
+			return done()
+		}
+		b, err := read(blk)
+		if err != nil {
+			return 0, fmt.Errorf("jbd2: reading log block %d: %w", blk, err)
+		}
+		h, err := DecodeHeader(b)
+		if err != nil || h.Sequence != seq {
+			break // not a journal block of the next transaction: the end
+		}
+		here := blk
+		blk = sb.NextLogBlock(blk)
+		switch h.BlockType {
+		case BlockDescriptor:
+			if VerifyBlockTail(sb, b) != nil {
+				if kind != passScan {
+					return 0, fmt.Errorf("%w: bad checksum of descriptor block %d (transaction %d)", ErrBadJournal, here, seq)
+				}
+				// Maybe stale blocks of an old log (lazy journal init):
+				// the next commit block's time tells.
+				needCommitTime = true
+			}
+			d, err := DecodeDescriptor(sb, b)
+			if err != nil {
+				return 0, err
+			}
+			if kind == passScan && sb.HasCompat(CompatChecksum) && !needCommitTime && !endKnown {
+				crc = TransactionCRC32(crc, b)
+				for range d.Tags {
+					data, err := read(blk)
+					if err != nil {
+						return 0, fmt.Errorf("jbd2: reading log block %d: %w", blk, err)
+					}
+					crc = TransactionCRC32(crc, data)
+					blk = sb.NextLogBlock(blk)
+				}
+				continue
+			}
+			for i := range d.Tags {
+				t := &d.Tags[i]
+				at := blk
+				blk = sb.NextLogBlock(blk)
+				if kind != passReplay {
+					continue
+				}
+				data, err := read(at)
+				if err != nil {
+					return 0, fmt.Errorf("jbd2: reading log block %d: %w", at, err)
+				}
+				if rs, ok := revoked[t.Block]; ok && !SeqAfter(seq, rs) {
+					r.RevokeHits++
+					continue
+				}
+				if VerifyTag(sb, t, seq, data) != nil {
+					r.BadBlocks = append(r.BadBlocks, t.Block)
+					continue
+				}
+				c := append([]byte(nil), data...)
+				if t.Flags&FlagEscape != 0 {
+					Unescape(c)
+				}
+				if _, ok := r.Blocks[t.Block]; ok {
+					for j, o := range r.Order {
+						if o == t.Block {
+							r.Order = append(r.Order[:j], r.Order[j+1:]...)
+							break
+						}
+					}
+				}
+				r.Blocks[t.Block] = c
+				r.Order = append(r.Order, t.Block)
+			}
+		case BlockCommit:
+			c, err := DecodeCommit(sb, b)
+			if err != nil {
+				return 0, err
+			}
+			if needCommitTime {
+				if c.CommitSec >= lastCommit {
+					return 0, fmt.Errorf("%w: bad checksum in transaction %d", ErrBadJournal, seq)
+				}
+				return done() // a stale log after a newer one: the end
+			}
+			bad := false
+			if kind == passScan && sb.HasCompat(CompatChecksum) {
+				if endKnown {
+					return end, nil
+				}
+				ok := (c.Checksums[0] == crc && c.ChecksumType == ChecksumCRC32 && c.ChecksumSize == 4) ||
+					(c.ChecksumType == 0 && c.ChecksumSize == 0 && c.Checksums[0] == 0)
+				bad = !ok
+				crc = ^uint32(0)
+			}
+			if kind == passScan && !bad && VerifyCommit(sb, b) != nil {
+				bad = true
+			}
+			if bad {
+				if c.CommitSec < lastCommit {
+					return done() // stale
+				}
+				// This transaction did not commit: the log ends before it
+				// (with async_commit the scan goes on to see whether a
+				// later commit exists, but nothing after is replayed).
+				if !sb.HasIncompat(IncompatAsyncCommit) {
+					return done()
+				}
+				if !endKnown {
+					endKnown = true
+					end = seq
+				}
+			}
+			if kind == passScan {
+				lastCommit = c.CommitSec
+			}
+			seq++
+		case BlockRevoke:
+			if kind == passScan && VerifyBlockTail(sb, b) != nil {
+				needCommitTime = true
+			}
+			if kind != passRevoke {
+				continue
+			}
+			rv, err := DecodeRevoke(sb, b)
+			if err != nil {
+				return 0, err
+			}
+			for _, blk := range rv.Blocks {
+				if old, ok := revoked[blk]; !ok || SeqAfter(seq, old) {
+					revoked[blk] = seq
+				}
+				r.Revokes++
+			}
+		default:
+			return done() // unknown block type: the end
+		}
+	}
+	return done()
+}
