@@ -81,6 +81,8 @@ type FS struct {
 
 	closed atomic.Bool // Close was called: every method returns fs.ErrClosed
 
+	replay *JournalReplay // the in-memory journal replay of a read-only open, or nil
+
 	// fault, when set (by tests), is asked before every block and inode
 	// allocation and block read whether to fail it (fault injection).
 	fault atomic.Pointer[func(kind string) error]
@@ -172,6 +174,25 @@ func newFS(d dev.Device, opts *Options, reproducible bool) (*FS, error) {
 	if err := f.loadGroups(); err != nil {
 		return nil, err
 	}
+	if sb.HasIncompat(super.IncompatRecover) && !f.opts.IgnoreJournal && !f.opts.Writable {
+		// Read what the kernel would after its recovery: the journal
+		// replayed into memory over the device, and everything read
+		// again through it (the superblock may be in the journal too).
+		rec, err := f.recoverJournal()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w (Options.IgnoreJournal reads the on-disk state without it)", ErrJournalReplay, err)
+		}
+		o := f.opts
+		o.IgnoreJournal = true
+		f2, err := newFS(&overlayDev{Device: d, blocks: rec.Blocks, bs: f.blockSize}, &o, reproducible)
+		if err != nil {
+			return nil, fmt.Errorf("after replaying the journal: %w", err)
+		}
+		f2.opts.IgnoreJournal = f.opts.IgnoreJournal
+		f2.replay = &JournalReplay{Transactions: int(rec.EndSeq - rec.StartSeq), Blocks: len(rec.Blocks),
+			Revoked: rec.RevokeHits, BadBlocks: len(rec.BadBlocks)}
+		return f2, nil
+	}
 	root, err := f.inode(rootIno)
 	if err != nil {
 		return nil, err
@@ -207,9 +228,9 @@ func (f *FS) checkFeatures() error {
 	if sb.HasIncompat(super.IncompatJournalDev) {
 		return &UnsupportedError{Feature: "journal_dev", Detail: "this is an external journal device, not a filesystem"}
 	}
-	if sb.HasIncompat(super.IncompatRecover) && !f.opts.IgnoreJournal {
+	if sb.HasIncompat(super.IncompatRecover) && !f.opts.IgnoreJournal && f.opts.Writable {
 		return &UnsupportedError{Feature: "journal replay",
-			Detail: "the journal holds changes not yet written to their places (needs_recovery, or the filesystem is mounted): unmount it, or replay the journal with e2fsck -f or one kernel mount; ext4go does not replay journals yet"}
+			Detail: "the journal holds changes not yet written to their places (needs_recovery, or the filesystem is mounted): unmount it, or replay the journal with e2fsck -f or one kernel mount; ext4go replays journals only for reading yet"}
 	}
 	return nil
 }

@@ -69,6 +69,10 @@ func runInfo(e *env, args []string) error {
 	if in.JournalInode != 0 {
 		row("Journal inode", in.JournalInode)
 	}
+	if r := fsys.Replay(); r != nil {
+		row("Journal replayed in memory", fmt.Sprintf("%d transactions, %d blocks, %d revoked copies skipped, %d bad copies skipped",
+			r.Transactions, r.Blocks, r.Revoked, r.BadBlocks))
+	}
 	if in.Checksummed {
 		row("Checksum type", "crc32c")
 		row("Checksum", fmt.Sprintf("0x%08x", in.Checksum))

@@ -28,7 +28,7 @@ func init() {
 func openRead(e *env, name string, defs []optDef, args []string, min, max int) (*ext4go.FS, *opts, error) {
 	c := commands[name]
 	defs = append(defs, optDef{long: "force", help: "read even if checksums do not match"},
-		optDef{long: "ignore-journal", help: "read what is on disk without the journal's changes not yet written home (may be stale)"})
+		optDef{long: "ignore-journal", help: "read what is on disk without replaying the journal's changes not yet written home (may be stale)"})
 	o, err := parseCmd(e, c, defs, args)
 	if err != nil {
 		return nil, nil, err
@@ -37,10 +37,11 @@ func openRead(e *env, name string, defs []optDef, args []string, min, max int) (
 	if err := wantArgs(o, min, max, c.usage[strings.Index(c.usage, "IMAGE"):]); err != nil {
 		return nil, nil, err
 	}
-	mounted := warnInUse(e, o.args[0])
-	// A mounted journalled image needs recovery while mounted: what is on
-	// disk is read as it is (the warning said it may be stale).
-	fsys, err := ext4go.Open(o.args[0], &ext4go.Options{IgnoreChecksums: o.has("force"), IgnoreJournal: mounted || o.has("ignore-journal")})
+	// A mounted journalled image needs recovery while mounted: its
+	// journal is replayed in memory like any other (the warning says the
+	// kernel may have more that is not written yet).
+	warnInUse(e, o.args[0])
+	fsys, err := ext4go.Open(o.args[0], &ext4go.Options{IgnoreChecksums: o.has("force"), IgnoreJournal: o.has("ignore-journal")})
 	if err != nil {
 		return nil, nil, imageError(c, o.args[0], err)
 	}
@@ -368,7 +369,7 @@ func imageError(c *command, image string, err error) error {
 		return fmt.Errorf("%w\n(%q was taken as the image: usage: ext4go %s %s)", err, image, c.name, c.usage)
 	}
 	var ue *ext4go.UnsupportedError
-	if errors.As(err, &ue) && ue.Feature == "journal replay" && isReadCommand(c.name) {
+	if (errors.Is(err, ext4go.ErrJournalReplay) || errors.As(err, &ue) && strings.Contains(ue.Feature, "journal")) && isReadCommand(c.name) {
 		return fmt.Errorf("%w (--ignore-journal reads the on-disk state, which may be stale)", err)
 	}
 	return err

@@ -102,8 +102,10 @@ func runWrite(c *writeCommand, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	mounted := c.readOnly && warnInUse(e, image)
-	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: !c.readOnly, AllowUnclean: o.has("allow-unclean"), IgnoreJournal: mounted})
+	if c.readOnly {
+		warnInUse(e, image)
+	}
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: !c.readOnly, AllowUnclean: o.has("allow-unclean")})
 	if err != nil {
 		return imageError(commands[c.name], image, err)
 	}

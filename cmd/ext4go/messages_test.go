@@ -61,7 +61,7 @@ func TestMistakeMessages(t *testing.T) {
 		{"get over a host file", []string{"get", img, "/f", existing}, []string{"host file", "exists; use -f"}, ""},
 		{"put runs out of space", []string{"put", "-q", img, big, "/big"}, []string{"/big", "no space left"}, ""},
 		{"unclean", []string{"mkdir", unclean, "/d"}, []string{"not cleanly unmounted", "e2fsck -f", ""}, ""},
-		{"journal to recover", []string{"ls", needsRecovery}, []string{"journal", "e2fsck -f", "--ignore-journal"}, ""},
+		{"journal to recover, writing", []string{"mkdir", needsRecovery, "/x"}, []string{"journal", "e2fsck -f", "only for reading"}, ""},
 		{"batch --atomic", []string{"batch", "--atomic", img}, []string{"--atomic needs journalled writes"}, ""},
 		{"mkfs without a size", []string{"mkfs", filepath.Join(dir, "new.img")}, []string{"does not exist and no size was specified"}, ""},
 		{"mkfs over a filesystem", []string{"mkfs", "-q", img}, []string{"contains an ext4 filesystem", "-F"}, ""},

@@ -1,0 +1,136 @@
+package ext4go_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/internal/testutil"
+)
+
+// TestReplayMatchesKernel: images the kernel left with a journal to
+// recover (a copy taken while mounted read-write, after a random
+// workload and a syncfs: committed transactions not all checkpointed)
+// read through ext4go's in-memory replay exactly as the kernel shows them
+// after its own recovery of the same copy; the read leaves the image
+// byte for byte as it was.
+func TestReplayMatchesKernel(t *testing.T) {
+	testutil.RequireMount(t)
+	for _, cfg := range []struct {
+		name string
+		args []string
+	}{
+		{"4k", []string{"-t", "ext4", "-b", "4096"}},
+		{"1k", []string{"-t", "ext4", "-b", "1024"}},
+		{"32bit-nocsum", []string{"-t", "ext4", "-O", "^64bit,^metadata_csum"}},
+		{"ext3", []string{"-t", "ext3"}},
+	} {
+		t.Run(cfg.name, func(t *testing.T) {
+			image := filepath.Join(t.TempDir(), "img")
+			testutil.Mke2fs(t, image, 64<<20, cfg.args...)
+			crashed := filepath.Join(t.TempDir(), "crashed")
+			mp := testutil.Mount(t, image, false, "commit=300")
+			kernelWorkload(t, mp)
+			// fsync commits the running transaction (all of the workload)
+			// to the journal, but leaves the home locations of the
+			// metadata to the checkpoint, which has not happened: the copy
+			// is an image after a crash.
+			f, err := os.OpenFile(filepath.Join(mp, "moved"), os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write([]byte("fsynced")); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			b, err := os.ReadFile(image)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(crashed, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			testutil.Unmount(t, mp)
+			if !strings.Contains(testutil.Dumpe2fs(t, crashed, "-h"), "needs_recovery") {
+				t.Fatal("the copy does not need recovery")
+			}
+			before := fileHash(t, crashed)
+			ours, err := ext4go.Open(crashed, nil)
+			if err != nil {
+				t.Fatalf("read-only open: %v", err)
+			}
+			defer ours.Close()
+			r := ours.Replay()
+			if r == nil {
+				t.Fatal("no replay reported")
+			}
+			t.Logf("replayed %d transactions, %d blocks, %d revoked copies skipped", r.Transactions, r.Blocks, r.Revoked)
+			if fileHash(t, crashed) != before {
+				t.Fatal("the read-only replay wrote to the image")
+			}
+			// The kernel's recovery of another copy.
+			theirs := filepath.Join(t.TempDir(), "theirs")
+			if err := os.WriteFile(theirs, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			kmp := testutil.Mount(t, theirs, false)
+			opts := testutil.MountCompareOptions()
+			opts.Meta = meta
+			testutil.CompareFS(t, ours, kmp, opts)
+			// The test means something only if the stale on-disk state
+			// differs from what the kernel recovers.
+			stale, err := ext4go.Open(crashed, &ext4go.Options{IgnoreJournal: true})
+			if err != nil {
+				t.Logf("the stale state does not even open: %v", err)
+				return
+			}
+			defer stale.Close()
+			if len(testutil.DiffFS(stale, kmp, opts)) == 0 {
+				t.Error("the on-disk state without the journal already equals the kernel's recovery: nothing was tested")
+			}
+		})
+	}
+}
+
+// kernelWorkload changes a mounted filesystem in the ways that log the
+// most kinds of metadata: creates, appends, renames, links, xattrs,
+// truncates, deletes (revokes), a directory grown to an htree.
+func kernelWorkload(t *testing.T, mp string) {
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := func(s string) string { return filepath.Join(mp, s) }
+	must(os.Mkdir(p("big"), 0o755))
+	for i := 0; i < 300; i++ {
+		must(os.WriteFile(p(fmt.Sprintf("big/entry-%04d", i)), pattern(int64(i), 0, i*37%5000), 0o644))
+	}
+	for i := 0; i < 300; i += 3 {
+		must(os.Remove(p(fmt.Sprintf("big/entry-%04d", i))))
+	}
+	must(os.Mkdir(p("d"), 0o700))
+	for i := 0; i < 20; i++ {
+		must(os.WriteFile(p(fmt.Sprintf("d/f%d", i)), pattern(int64(i)+100, 0, 70000), 0o600))
+	}
+	must(os.Rename(p("d/f1"), p("moved")))
+	must(os.Link(p("d/f2"), p("link")))
+	must(unix.Setxattr(p("d/f3"), "user.k", pattern(5, 0, 300), 0))
+	must(os.Truncate(p("d/f4"), 1234))
+	must(os.Symlink(strings.Repeat("t", 200), p("slow-link")))
+	must(os.RemoveAll(p("d/f5")))
+	f, err := os.OpenFile(p("d/f6"), os.O_APPEND|os.O_WRONLY, 0)
+	must(err)
+	_, err = f.Write(pattern(9, 0, 100000))
+	must(err)
+	must(f.Close())
+}

@@ -1,0 +1,122 @@
+package ext4go
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/ext4go/ext4go/internal/dev"
+	"github.com/ext4go/ext4go/internal/fserr"
+	"github.com/ext4go/ext4go/internal/jbd2"
+	"github.com/ext4go/ext4go/internal/super"
+)
+
+// Journal recovery for reading. A filesystem whose journal holds
+// committed transactions not yet written home (needs_recovery: a crash, a
+// kill, or a live kernel mount) is read as the kernel would see it after
+// replaying them: the journal is replayed into memory (jbd2.Recover) and
+// the replayed blocks overlay the device, which is never written. Opening
+// such a filesystem for writing is still refused: writing the replay home
+// and resetting the journal is part of journalled writing, not here yet.
+
+// ErrJournalReplay matches the error of a read-only open whose journal
+// needs recovery but cannot be replayed (a corrupt journal the kernel's
+// recovery refuses too, or fast commits); the error also matches the
+// cause (ErrCorrupt, ErrUnsupported).
+var ErrJournalReplay = errors.New("the journal needs recovery and cannot be replayed")
+
+// JournalReplay describes the replay a read-only open made.
+type JournalReplay struct {
+	Transactions int // committed transactions replayed
+	Blocks       int // filesystem blocks they wrote (last copies)
+	Revoked      int // logged copies skipped for a revoke record
+	BadBlocks    int // logged copies skipped for a bad checksum
+}
+
+// Replay reports the journal replay this open made in memory, or nil if
+// the journal needed none.
+func (f *FS) Replay() *JournalReplay { return f.replay }
+
+// recoverJournal replays the internal journal into memory.
+func (f *FS) recoverJournal() (*jbd2.Recovery, error) {
+	sb := f.sb
+	if !sb.HasCompat(super.CompatHasJournal) || sb.JournalInum == 0 {
+		return nil, &UnsupportedError{Feature: "journal replay", Detail: "the journal is on an external device"}
+	}
+	n, err := f.readInode(sb.JournalInum)
+	if err != nil {
+		return nil, fmt.Errorf("journal inode: %w", err)
+	}
+	runs, err := f.buildMapping(n, n.in())
+	if err != nil {
+		return nil, fmt.Errorf("journal inode %d: %w", sb.JournalInum, err)
+	}
+	bs := f.blockSize
+	read := func(nr uint32) ([]byte, error) {
+		i := sort.Search(len(runs), func(i int) bool { return runs[i].logical+runs[i].length > uint64(nr) })
+		if i == len(runs) || runs[i].logical > uint64(nr) {
+			return nil, &CorruptError{What: "journal inode", Block: -1, Ino: sb.JournalInum, Detail: fmt.Sprintf("journal block %d is not mapped", nr)}
+		}
+		phys := runs[i].physical + uint64(nr) - runs[i].logical
+		if phys >= sb.BlocksCount() {
+			return nil, &CorruptError{What: "journal inode", Block: int64(phys), Ino: sb.JournalInum, Detail: "journal block outside the filesystem"}
+		}
+		b := make([]byte, bs)
+		if _, err := f.dev.ReadAt(b, int64(phys)*bs); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		return b, nil
+	}
+	b0, err := read(0)
+	if err != nil {
+		return nil, err
+	}
+	jsb, err := jbd2.Decode(b0)
+	if err != nil {
+		return nil, fserr.At(err, -1, sb.JournalInum)
+	}
+	switch {
+	case jsb.BlockSize != uint32(bs):
+		return nil, &CorruptError{What: "journal superblock", Block: -1, Ino: sb.JournalInum,
+			Detail: fmt.Sprintf("journal block size %d, filesystem %d", jsb.BlockSize, bs)}
+	case jsb.UnknownIncompat() != 0:
+		return nil, &UnsupportedError{Feature: fmt.Sprintf("journal incompat features %#x", jsb.UnknownIncompat())}
+	}
+	rec, err := jbd2.Recover(jsb, read)
+	if err != nil {
+		return nil, fserr.At(err, -1, sb.JournalInum)
+	}
+	for blk := range rec.Blocks {
+		if blk >= sb.BlocksCount() {
+			return nil, &CorruptError{What: "journal", Block: int64(blk), Ino: sb.JournalInum, Detail: "a logged block lies outside the filesystem"}
+		}
+	}
+	return rec, nil
+}
+
+// overlayDev is a read-only device with replayed journal blocks over it.
+type overlayDev struct {
+	dev.Device
+	blocks map[uint64][]byte
+	bs     int64
+}
+
+func (d *overlayDev) ReadAt(p []byte, off int64) (int, error) {
+	n, err := d.Device.ReadAt(p, off)
+	// Patch every replayed block the read covers.
+	for blk := off / d.bs; blk*d.bs < off+int64(len(p)); blk++ {
+		b, ok := d.blocks[uint64(blk)]
+		if !ok {
+			continue
+		}
+		start := blk * d.bs
+		lo, hi := max(start, off), min(start+d.bs, off+int64(len(p)))
+		copy(p[lo-off:hi-off], b[lo-start:hi-start])
+	}
+	return n, err
+}
+
+func (d *overlayDev) WriteAt([]byte, int64) (int, error) {
+	return 0, errors.New("ext4go: a replayed journal's view is read-only")
+}
