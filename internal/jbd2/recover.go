@@ -3,6 +3,7 @@ package jbd2
 import (
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/ext4go/ext4go/internal/fserr"
 )
@@ -28,6 +29,9 @@ type Recovery struct {
 	// as the kernel skips them, and reported (the kernel then fails the
 	// recovery with EIO after replaying the rest).
 	BadBlocks []uint64
+
+	writes int            // replayed copies so far
+	last   map[uint64]int // block -> the number of its last replayed copy
 }
 
 // ErrBadJournal matches recovery failures that the kernel's recovery would
@@ -64,9 +68,14 @@ func Recover(sb *Superblock, read ReadLog) (*Recovery, error) {
 	if _, err := r.pass(sb, read, passRevoke, end, revoked); err != nil {
 		return nil, err
 	}
+	r.last = map[uint64]int{}
 	if _, err := r.pass(sb, read, passReplay, end, revoked); err != nil {
 		return nil, err
 	}
+	for blk := range r.Blocks {
+		r.Order = append(r.Order, blk)
+	}
+	sort.Slice(r.Order, func(i, j int) bool { return r.last[r.Order[i]] < r.last[r.Order[j]] })
 	return r, nil
 }
 
@@ -95,10 +104,14 @@ func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32,
 		}
 		return seq, nil
 	}
-	// Bound the walk: every step consumes at least one log block and a
-	// valid log cannot be longer than the log area.
-	budget := int64(sb.LogEnd()-sb.First)*2 + 16
-	for ; budget > 0; budget-- {
+	// A valid log is never longer than the log area: a walk that has
+	// consumed more (a log that loops on itself) is corrupt.
+	logLen := int64(sb.LogEnd() - sb.First)
+	var used int64
+	for {
+		if used++; used > logLen {
+			return 0, fmt.Errorf("%w: the log runs on past its own start", ErrBadJournal)
+		}
 		if kind != passScan && !SeqAfter(end, seq) {
 			return done()
 		}
@@ -125,6 +138,9 @@ func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32,
 			d, err := DecodeDescriptor(sb, b)
 			if err != nil {
 				return 0, err
+			}
+			if used += int64(len(d.Tags)); used > logLen {
+				return 0, fmt.Errorf("%w: the log runs on past its own start", ErrBadJournal)
 			}
 			if kind == passScan && sb.HasCompat(CompatChecksum) && !needCommitTime && !endKnown {
 				crc = TransactionCRC32(crc, b)
@@ -161,16 +177,9 @@ func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32,
 				if t.Flags&FlagEscape != 0 {
 					Unescape(c)
 				}
-				if _, ok := r.Blocks[t.Block]; ok {
-					for j, o := range r.Order {
-						if o == t.Block {
-							r.Order = append(r.Order[:j], r.Order[j+1:]...)
-							break
-						}
-					}
-				}
 				r.Blocks[t.Block] = c
-				r.Order = append(r.Order, t.Block)
+				r.writes++
+				r.last[t.Block] = r.writes
 			}
 		case BlockCommit:
 			c, err := DecodeCommit(sb, b)
