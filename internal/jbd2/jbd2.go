@@ -9,11 +9,12 @@
 // superblock; for an external journal device they are device blocks, the
 // superblock sitting in the block after the ext4 superblock. The package is pure: it does no I/O and holds no state apart
 // from the Known* feature masks, which the filesystem layer sets once at
-// start-up. Replay is built on top of it elsewhere; to support that,
-// structural decoding and checksum verification are separate steps for
-// descriptor, commit and revoke blocks (the kernel treats a bad checksum
-// differently from a bad structure while scanning the log), while the
-// superblock is always verified.
+// start-up. Recover replays a log read through a callback and returns the
+// blocks the replay would write; it writes nothing. Structural decoding
+// and checksum verification are separate steps for descriptor, commit and
+// revoke blocks (the kernel treats a bad checksum differently from a bad
+// structure while scanning the log), while the superblock is always
+// verified.
 //
 // Invariants: a *Superblock returned by Decode has a sane geometry (block
 // size, log area, fast-commit area), so TagBytes, LogEnd and the other
