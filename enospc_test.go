@@ -412,7 +412,7 @@ func requireRefused(t *testing.T, image string, opts ext4go.Options, want error)
 
 // TestRefuseJournalRecovery: an image whose journal needs recovery is
 // refused for writing (also with IgnoreJournal) and left byte-identical.
-func TestRefuseJournalRecovery(t *testing.T) {
+func TestJournalRecoveryOpens(t *testing.T) {
 	image := filepath.Join(t.TempDir(), "img")
 	testutil.Mke2fs(t, image, 32<<20, "-t", "ext4", "-b", "4096")
 	if ok, _ := testutil.CanMount(); ok {
@@ -449,7 +449,7 @@ func TestRefuseJournalRecovery(t *testing.T) {
 	if out := testutil.Dumpe2fs(t, image, "-h"); !strings.Contains(out, "needs_recovery") {
 		t.Fatalf("the image does not need recovery:\n%s", out)
 	}
-	requireRefused(t, image, ext4go.Options{}, ext4go.ErrUnsupported)
+	// Writing the stale state under a journal to replay is refused.
 	requireRefused(t, image, ext4go.Options{IgnoreJournal: true}, ext4go.ErrUnsupported)
 	// Reading replays the journal in memory (TestReplayMatchesKernel
 	// checks what it shows); IgnoreJournal reads the stale state.
@@ -467,6 +467,12 @@ func TestRefuseJournalRecovery(t *testing.T) {
 		t.Fatalf("read-only open with IgnoreJournal: %v", err)
 	}
 	ro.Close()
+	// A writable open replays it for good (TestReplayMatchesKernel checks
+	// what it then holds).
+	closeChecked(t, openRW(t, image), image)
+	if strings.Contains(testutil.Dumpe2fs(t, image, "-h"), "needs_recovery") {
+		t.Error("needs_recovery is still set after a writable open")
+	}
 }
 
 // TestRefuseUnknownROCompat: an unknown ro_compat feature allows reading

@@ -174,23 +174,47 @@ func newFS(d dev.Device, opts *Options, reproducible bool) (*FS, error) {
 	if err := f.loadGroups(); err != nil {
 		return nil, err
 	}
-	if sb.HasIncompat(super.IncompatRecover) && !f.opts.IgnoreJournal && !f.opts.Writable {
+	if sb.HasIncompat(super.IncompatRecover) && !f.opts.IgnoreJournal {
 		// Read what the kernel would after its recovery: the journal
 		// replayed into memory over the device, and everything read
 		// again through it (the superblock may be in the journal too).
-		rec, err := f.recoverJournal()
+		j, err := f.recoverJournal()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w (Options.IgnoreJournal reads the on-disk state without it)", ErrJournalReplay, err)
 		}
+		rec := j.rec
 		o := f.opts
-		o.IgnoreJournal = true
-		f2, err := newFS(&overlayDev{Device: d, blocks: rec.Blocks, bs: f.blockSize}, &o, reproducible)
+		o.IgnoreJournal, o.Writable = true, false
+		view, err := newFS(&overlayDev{Device: d, blocks: rec.Blocks, bs: f.blockSize}, &o, reproducible)
 		if err != nil {
 			return nil, fmt.Errorf("after replaying the journal: %w", err)
 		}
-		f2.opts.IgnoreJournal = f.opts.IgnoreJournal
-		f2.replay = &JournalReplay{Transactions: int(rec.EndSeq - rec.StartSeq), Blocks: len(rec.Blocks),
+		replay := &JournalReplay{Transactions: int(rec.EndSeq - rec.StartSeq), Blocks: len(rec.Blocks),
 			Revoked: rec.RevokeHits, BadBlocks: len(rec.BadBlocks)}
+		if !f.opts.Writable {
+			view.opts.IgnoreJournal = f.opts.IgnoreJournal
+			view.replay = replay
+			return view, nil
+		}
+		// Writing: refuse what the replayed filesystem would be refused
+		// for before anything is written, then make the replay real.
+		view.opts = f.opts
+		view.sb.FeatureIncompat &^= super.IncompatRecover // as it will be
+		if err := view.prepareWriter(); err != nil {
+			return nil, err
+		}
+		if len(rec.BadBlocks) > 0 {
+			return nil, fmt.Errorf("%w: %w", ErrJournalReplay, &CorruptError{What: "journal", Block: -1, Ino: sb.JournalInum,
+				Detail: fmt.Sprintf("%d logged blocks failed their checksums (the kernel refuses such a journal; check it with e2fsck -f)", len(rec.BadBlocks))})
+		}
+		if err := f.replayHome(d, j); err != nil {
+			return nil, fmt.Errorf("writing the journal replay home: %w", err)
+		}
+		f2, err := newFS(d, &f.opts, reproducible)
+		if err != nil {
+			return nil, err
+		}
+		f2.replay = replay
 		return f2, nil
 	}
 	root, err := f.inode(rootIno)
@@ -227,10 +251,6 @@ func (f *FS) checkFeatures() error {
 	}
 	if sb.HasIncompat(super.IncompatJournalDev) {
 		return &UnsupportedError{Feature: "journal_dev", Detail: "this is an external journal device, not a filesystem"}
-	}
-	if sb.HasIncompat(super.IncompatRecover) && !f.opts.IgnoreJournal && f.opts.Writable {
-		return &UnsupportedError{Feature: "journal replay",
-			Detail: "the journal holds changes not yet written to their places (needs_recovery, or the filesystem is mounted): unmount it, or replay the journal with e2fsck -f or one kernel mount; ext4go replays journals only for reading yet"}
 	}
 	return nil
 }

@@ -67,7 +67,6 @@ func TestReplayMatchesKernel(t *testing.T) {
 			if err != nil {
 				t.Fatalf("read-only open: %v", err)
 			}
-			defer ours.Close()
 			r := ours.Replay()
 			if r == nil {
 				t.Fatal("no replay reported")
@@ -85,17 +84,37 @@ func TestReplayMatchesKernel(t *testing.T) {
 			opts := testutil.MountCompareOptions()
 			opts.Meta = meta
 			testutil.CompareFS(t, ours, kmp, opts)
+			ours.Close()
 			// The test means something only if the stale on-disk state
 			// differs from what the kernel recovers.
 			stale, err := ext4go.Open(crashed, &ext4go.Options{IgnoreJournal: true})
 			if err != nil {
-				t.Logf("the stale state does not even open: %v", err)
-				return
+				t.Fatalf("the stale state does not open: %v", err)
 			}
-			defer stale.Close()
 			if len(testutil.DiffFS(stale, kmp, opts)) == 0 {
 				t.Error("the on-disk state without the journal already equals the kernel's recovery: nothing was tested")
 			}
+			stale.Close()
+
+			// A writable open writes the replay home, resets the journal
+			// and clears needs_recovery: e2fsck is then clean and the tree
+			// is still the kernel's.
+			w, err := ext4go.Open(crashed, &ext4go.Options{Writable: true})
+			if err != nil {
+				t.Fatalf("writable open of the crashed copy: %v", err)
+			}
+			if w.Replay() == nil {
+				t.Error("the writable open reports no replay")
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(testutil.Dumpe2fs(t, crashed, "-h"), "needs_recovery") {
+				t.Error("needs_recovery is still set after the writable open")
+			}
+			testutil.RequireFsckClean(t, crashed)
+			after := openImage(t, crashed)
+			testutil.CompareFS(t, after, kmp, opts)
 		})
 	}
 }

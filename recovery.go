@@ -12,13 +12,15 @@ import (
 	"github.com/ext4go/ext4go/internal/super"
 )
 
-// Journal recovery for reading. A filesystem whose journal holds
+// Journal recovery. A filesystem whose journal holds
 // committed transactions not yet written home (needs_recovery: a crash, a
 // kill, or a live kernel mount) is read as the kernel would see it after
 // replaying them: the journal is replayed into memory (jbd2.Recover) and
-// the replayed blocks overlay the device, which is never written. Opening
-// such a filesystem for writing is still refused: writing the replay home
-// and resetting the journal is part of journalled writing, not here yet.
+// the replayed blocks overlay the device, which is never written. A
+// writable open first checks that the replayed filesystem can be written
+// (no orphans to process, a clean state), then writes the replay home,
+// resets the journal and clears needs_recovery (replayHome), and opens
+// the result.
 
 // ErrJournalReplay matches the error of a read-only open whose journal
 // needs recovery but cannot be replayed (a corrupt journal the kernel's
@@ -38,8 +40,16 @@ type JournalReplay struct {
 // the journal needed none.
 func (f *FS) Replay() *JournalReplay { return f.replay }
 
+// journalLog is a journal read for recovery: its superblock, where its
+// block 0 lies, and the replay.
+type journalLog struct {
+	sb    *jbd2.Superblock
+	phys0 uint64 // filesystem block holding journal block 0
+	rec   *jbd2.Recovery
+}
+
 // recoverJournal replays the internal journal into memory.
-func (f *FS) recoverJournal() (*jbd2.Recovery, error) {
+func (f *FS) recoverJournal() (*journalLog, error) {
 	sb := f.sb
 	if !sb.HasCompat(super.CompatHasJournal) || sb.JournalInum == 0 {
 		return nil, &UnsupportedError{Feature: "journal replay", Detail: "the journal is on an external device"}
@@ -92,7 +102,48 @@ func (f *FS) recoverJournal() (*jbd2.Recovery, error) {
 			return nil, &CorruptError{What: "journal", Block: int64(blk), Ino: sb.JournalInum, Detail: "a logged block lies outside the filesystem"}
 		}
 	}
-	return rec, nil
+	return &journalLog{sb: jsb, phys0: runs[0].physical, rec: rec}, nil
+}
+
+// replayHome finishes a recovery for writing, as the kernel does at
+// mount (jbd2_journal_recover, then journal_reset and ext4's clearing of
+// needs_recovery): the replayed blocks are written to their places and
+// flushed, the journal is marked empty with the sequence going on after
+// the last replayed transaction, and needs_recovery is cleared. Each step
+// is flushed before the next, so a crash in between leaves a journal that
+// replays to the same result.
+func (f *FS) replayHome(d dev.Device, j *journalLog) error {
+	bs := f.blockSize
+	for _, blk := range j.rec.Order {
+		if _, err := d.WriteAt(j.rec.Blocks[blk], int64(blk)*bs); err != nil {
+			return fmt.Errorf("writing replayed block %d: %w", blk, err)
+		}
+	}
+	if err := d.Sync(); err != nil {
+		return err
+	}
+	jsb := *j.sb
+	jsb.Start = 0
+	jsb.Sequence = j.rec.EndSeq + 1
+	if _, err := d.WriteAt(jsb.Encode(), int64(j.phys0)*bs); err != nil {
+		return fmt.Errorf("writing the journal superblock: %w", err)
+	}
+	if err := d.Sync(); err != nil {
+		return err
+	}
+	buf := make([]byte, super.Size)
+	if _, err := d.ReadAt(buf, super.Offset); err != nil {
+		return err
+	}
+	sb, err := super.DecodeNoVerify(buf)
+	if err != nil {
+		return fserr.At(err, 0, 0)
+	}
+	sb.FeatureIncompat &^= super.IncompatRecover
+	if _, err := d.WriteAt(sb.Encode(), super.Offset); err != nil {
+		return fmt.Errorf("writing the superblock: %w", err)
+	}
+	return d.Sync()
 }
 
 // overlayDev is a read-only device with replayed journal blocks over it.

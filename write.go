@@ -117,6 +117,16 @@ func (f *FS) checkWritable() error {
 
 // openWriter prepares a filesystem for changes.
 func (f *FS) openWriter() error {
+	if err := f.prepareWriter(); err != nil {
+		return err
+	}
+	return f.markChanging()
+}
+
+// prepareWriter checks that the filesystem can be changed and sets up the
+// writer (allocators, orphan file) without writing anything: a failure
+// here leaves the image as it was.
+func (f *FS) prepareWriter() error {
 	if err := f.checkWritable(); err != nil {
 		return err
 	}
@@ -173,8 +183,13 @@ func (f *FS) openWriter() error {
 			f.setError(err)
 		}
 	})
-	// Mark the filesystem as being changed until Close marks it clean
-	// again, so a crash leaves it flagged for e2fsck.
+	return nil
+}
+
+// markChanging marks the filesystem as being changed until Close marks it
+// clean again, so a crash leaves it flagged for e2fsck.
+func (f *FS) markChanging() error {
+	w, sb := f.w, f.sb
 	h, err := f.begin()
 	if err != nil {
 		return err

@@ -35,9 +35,6 @@ func TestMistakeMessages(t *testing.T) {
 	if err := os.WriteFile(existing, []byte("keep"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	needsRecovery := filepath.Join(dir, "recover")
-	testutil.Mke2fs(t, needsRecovery, 4<<20, "-t", "ext4")
-	testutil.DebugfsWrite(t, needsRecovery, "feature needs_recovery")
 	unclean := filepath.Join(dir, "unclean")
 	testutil.Mke2fs(t, unclean, 4<<20, "-t", "ext4", "-O", "^has_journal")
 	testutil.DebugfsWrite(t, unclean, "ssv state 0")
@@ -61,7 +58,6 @@ func TestMistakeMessages(t *testing.T) {
 		{"get over a host file", []string{"get", img, "/f", existing}, []string{"host file", "exists; use -f"}, ""},
 		{"put runs out of space", []string{"put", "-q", img, big, "/big"}, []string{"/big", "no space left"}, ""},
 		{"unclean", []string{"mkdir", unclean, "/d"}, []string{"not cleanly unmounted", "e2fsck -f", ""}, ""},
-		{"journal to recover, writing", []string{"mkdir", needsRecovery, "/x"}, []string{"journal", "e2fsck -f", "only for reading"}, ""},
 		{"batch --atomic", []string{"batch", "--atomic", img}, []string{"--atomic needs journalled writes"}, ""},
 		{"mkfs without a size", []string{"mkfs", filepath.Join(dir, "new.img")}, []string{"does not exist and no size was specified"}, ""},
 		{"mkfs over a filesystem", []string{"mkfs", "-q", img}, []string{"contains an ext4 filesystem", "-F"}, ""},

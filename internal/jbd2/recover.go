@@ -1,7 +1,6 @@
 package jbd2
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 
@@ -33,11 +32,6 @@ type Recovery struct {
 	writes int            // replayed copies so far
 	last   map[uint64]int // block -> the number of its last replayed copy
 }
-
-// ErrBadJournal matches recovery failures that the kernel's recovery would
-// fail on too (a descriptor or transaction checksum that breaks in the
-// middle of the log).
-var ErrBadJournal = errors.New("jbd2: journal corrupt")
 
 // Recover runs the kernel's three recovery passes (kernel:
 // jbd2_journal_recover, do_one_pass) over the log of sb: a scan that
@@ -110,7 +104,7 @@ func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32,
 	var used int64
 	for {
 		if used++; used > logLen {
-			return 0, fmt.Errorf("%w: the log runs on past its own start", ErrBadJournal)
+			return 0, fserr.Corrupt("journal", "the log runs on past its own start")
 		}
 		if kind != passScan && !SeqAfter(end, seq) {
 			return done()
@@ -129,7 +123,7 @@ func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32,
 		case BlockDescriptor:
 			if VerifyBlockTail(sb, b) != nil {
 				if kind != passScan {
-					return 0, fmt.Errorf("%w: bad checksum of descriptor block %d (transaction %d)", ErrBadJournal, here, seq)
+					return 0, fserr.Corrupt("journal", "bad checksum of descriptor block %d (transaction %d)", here, seq)
 				}
 				// Maybe stale blocks of an old log (lazy journal init):
 				// the next commit block's time tells.
@@ -140,7 +134,7 @@ func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32,
 				return 0, err
 			}
 			if used += int64(len(d.Tags)); used > logLen {
-				return 0, fmt.Errorf("%w: the log runs on past its own start", ErrBadJournal)
+				return 0, fserr.Corrupt("journal", "the log runs on past its own start")
 			}
 			if kind == passScan && sb.HasCompat(CompatChecksum) && !needCommitTime && !endKnown {
 				crc = TransactionCRC32(crc, b)
@@ -188,7 +182,7 @@ func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32,
 			}
 			if needCommitTime {
 				if c.CommitSec >= lastCommit {
-					return 0, fmt.Errorf("%w: bad checksum in transaction %d", ErrBadJournal, seq)
+					return 0, fserr.Corrupt("journal", "bad checksum in transaction %d", seq)
 				}
 				return done() // a stale log after a newer one: the end
 			}
