@@ -1,7 +1,6 @@
 package dev
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +8,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ext4go/ext4go/internal/mountinfo"
 )
 
 // Mount is one kernel mount of an image.
@@ -131,53 +132,19 @@ func parseMajorMinor(s string) (uint64, bool) {
 	return unix.Mkdev(uint32(a), uint32(b)), true
 }
 
-// mountsOf lists the mounts of the given devices from /proc/self/mountinfo
-// (kernel: Documentation/filesystems/proc.rst, 3.5).
+// mountsOf lists the mounts of the given devices.
 func mountsOf(devs map[uint64]string) ([]Mount, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	all, err := mountinfo.Read()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var out []Mount
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 {
-			continue
+	for _, m := range all {
+		if name, ok := devs[m.Dev]; ok {
+			out = append(out, Mount{Point: m.Point, Device: name, ReadOnly: m.ReadOnly})
 		}
-		nr, ok := parseMajorMinor(fields[2])
-		if !ok {
-			continue
-		}
-		name, ok := devs[nr]
-		if !ok {
-			continue
-		}
-		ro := false
-		for _, o := range strings.Split(fields[5], ",") {
-			ro = ro || o == "ro"
-		}
-		out = append(out, Mount{Point: unescapeMountinfo(fields[4]), Device: name, ReadOnly: ro})
 	}
-	return out, sc.Err()
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return out, nil
 }
 
 // Writable reports whether any mount may write the image.

@@ -13,14 +13,6 @@ import (
 	"github.com/ext4go/ext4go/internal/testutil"
 )
 
-func TestUnescapeMountinfo(t *testing.T) {
-	for in, want := range map[string]string{`/mnt/a\040b`: "/mnt/a b", `/x\134y`: `/x\y`, `/plain`: "/plain", `/end\04`: `/end\04`} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestInUse: an image file loop-mounted by the kernel, read-write or
 // read-only, is reported with its mount point and loop device; after the
 // unmount, it is free again.

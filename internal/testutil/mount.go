@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ext4go/ext4go/internal/mountinfo"
 )
 
 // mountMarker names every mount point Mount creates, followed by the pid of
@@ -232,21 +233,14 @@ func Unmount(t testing.TB, mountpoint string) {
 // touches only mount points carrying mountMarker plus a dead pid, so
 // concurrently running test binaries are left alone.
 func sweepStale() {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read()
 	if err != nil {
 		return
 	}
 	type stale struct{ src, mp string }
 	var found []stale
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// Fields: id parent maj:min root mountpoint opts ... - fstype source superopts
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 10 {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
-		base := filepath.Base(mp)
+	for _, m := range mounts {
+		base := filepath.Base(m.Point)
 		if !strings.HasPrefix(base, mountMarker) {
 			continue
 		}
@@ -254,15 +248,8 @@ func sweepStale() {
 		if err != nil || pid <= 0 || processAlive(pid) {
 			continue
 		}
-		src := ""
-		for i, fld := range fields {
-			if fld == "-" && i+2 < len(fields) {
-				src = fields[i+2]
-			}
-		}
-		found = append(found, stale{src, mp})
+		found = append(found, stale{m.Source, m.Point})
 	}
-	f.Close()
 	for _, s := range found {
 		run(findTool("umount"), "-l", s.mp)
 		if strings.HasPrefix(s.src, "/dev/loop") {
@@ -274,24 +261,4 @@ func sweepStale() {
 func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for space, ...) of a
-// /proc/self/mountinfo path.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ext4go/ext4go/internal/mountinfo"
 )
 
 // loopsOf lists the loop devices backed by image.
@@ -22,12 +24,12 @@ func loopsOf(t *testing.T, image string) string {
 
 func isMounted(t *testing.T, mp string) bool {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) > 4 && unescapeMountinfo(f[4]) == mp {
+	for _, m := range mounts {
+		if m.Point == mp {
 			return true
 		}
 	}
