@@ -32,7 +32,7 @@ type savedInode struct {
 }
 
 func newUndo(f *FS, h handle) *undoLog {
-	return &undoLog{f: f, h: h, saved: map[uint64][]byte{}}
+	return &undoLog{f: f, h: h}
 }
 
 // modify changes block pblk with fn in the handle, keeping its contents
@@ -40,6 +40,9 @@ func newUndo(f *FS, h handle) *undoLog {
 func (u *undoLog) modify(pblk uint64, fn func(b []byte) error) error {
 	return u.h.Modify(pblk, func(b []byte) error {
 		if _, ok := u.saved[pblk]; !ok && !slices.Contains(u.fresh, pblk) {
+			if u.saved == nil {
+				u.saved = map[uint64][]byte{} // most changes never rewrite a block
+			}
 			u.saved[pblk] = append([]byte(nil), b...)
 			u.order = append(u.order, pblk)
 		}
@@ -73,9 +76,6 @@ func (u *undoLog) touched(n *node) {
 
 // setInode sets n's inode, keeping the one it replaces.
 func (u *undoLog) setInode(n *node, in *inode.Inode) error {
-	if u == nil {
-		return nil
-	}
 	if !slices.ContainsFunc(u.inodes, func(s savedInode) bool { return s.n == n }) {
 		u.inodes = append(u.inodes, savedInode{n, n.in()})
 	}
@@ -112,5 +112,5 @@ func (u *undoLog) undo() {
 	for _, n := range u.nodes {
 		n.mapping.Store(nil)
 	}
-	*u = undoLog{f: f, h: h, saved: map[uint64][]byte{}}
+	*u = undoLog{f: f, h: h}
 }

@@ -86,7 +86,7 @@ func runBatch(e *env, args []string) error {
 	}
 	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, AllowUnclean: o.has("allow-unclean")})
 	if err != nil {
-		return imageError(commands["batch"], image, err)
+		return imageError(commands["batch"], image, err, false)
 	}
 	var failed error
 	for _, s := range steps {

@@ -43,7 +43,7 @@ func openRead(e *env, name string, defs []optDef, args []string, min, max int) (
 	warnInUse(e, o.args[0])
 	fsys, err := ext4go.Open(o.args[0], &ext4go.Options{IgnoreChecksums: o.has("force"), IgnoreJournal: o.has("ignore-journal")})
 	if err != nil {
-		return nil, nil, imageError(c, o.args[0], err)
+		return nil, nil, imageError(c, o.args[0], err, true)
 	}
 	o.args = o.args[1:]
 	return fsys, o, nil
@@ -363,13 +363,14 @@ func warnInUse(e *env, image string) bool {
 
 // imageError adds to an error opening the image which operand was taken
 // as the image, when that is a likely mistake (arguments in the wrong
-// order): the file is missing or holds no ext4 filesystem.
-func imageError(c *command, image string, err error) error {
+// order): the file is missing or holds no ext4 filesystem; and, for a
+// command that only reads, the way past a journal it cannot replay.
+func imageError(c *command, image string, err error, reading bool) error {
 	if errors.Is(err, ext4go.ErrNotExt4) || errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w\n(%q was taken as the image: usage: ext4go %s %s)", err, image, c.name, c.usage)
 	}
 	var ue *ext4go.UnsupportedError
-	if (errors.Is(err, ext4go.ErrJournalReplay) || errors.As(err, &ue) && strings.Contains(ue.Feature, "journal")) && isReadCommand(c.name) {
+	if reading && (errors.Is(err, ext4go.ErrJournalReplay) || errors.As(err, &ue) && strings.Contains(ue.Feature, "journal")) {
 		return fmt.Errorf("%w (--ignore-journal reads the on-disk state, which may be stale)", err)
 	}
 	return err
@@ -405,12 +406,3 @@ func eachOperand(e *env, name string, operands []string, fn func(operand string)
 // errReported is the error of a command that reported its failures
 // itself: it exits 1 without another message.
 var errReported = errors.New("reported")
-
-// isReadCommand reports whether name only reads images.
-func isReadCommand(name string) bool {
-	switch name {
-	case "ls", "cat", "stat", "get", "info", "frag":
-		return true
-	}
-	return false
-}

@@ -107,7 +107,7 @@ func runWrite(c *writeCommand, e *env, args []string) error {
 	}
 	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: !c.readOnly, AllowUnclean: o.has("allow-unclean")})
 	if err != nil {
-		return imageError(commands[c.name], image, err)
+		return imageError(commands[c.name], image, err, c.readOnly)
 	}
 	x := &wctx{fsys: fsys, e: e, prefix: "ext4go " + c.name + ": "}
 	err = act(x)

@@ -42,20 +42,13 @@ func (s *optSet) add(name, arg, help string, def string, set func(string) error)
 
 func (s *optSet) String(name, def, help string) *string {
 	p := &def
-	s.add(name, "VALUE", help, quoteDefault(def), func(v string) error { *p = v; return nil })
+	s.add(name, "VALUE", help, def, func(v string) error { *p = v; return nil })
 	return p
-}
-
-func quoteDefault(def string) string {
-	if def == "" {
-		return ""
-	}
-	return def
 }
 
 func (s *optSet) Int(name string, def int, help string) *int {
 	p := &def
-	s.add(name, "N", help, defaultNum(def, int64(def)), func(v string) error {
+	s.add(name, "N", help, defaultNum(def), func(v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil {
 			return usagef("option %s wants a number, not %q", dashes(name), v)
@@ -68,7 +61,7 @@ func (s *optSet) Int(name string, def int, help string) *int {
 
 func (s *optSet) Uint64(name string, def uint64, help string) *uint64 {
 	p := &def
-	s.add(name, "N", help, defaultNum(int(def), int64(def)), func(v string) error {
+	s.add(name, "N", help, defaultNum(int(def)), func(v string) error {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			return usagef("option %s wants a number, not %q", dashes(name), v)
@@ -128,7 +121,7 @@ func (s *optSet) Var(v flag.Value, name, help string) {
 	s.add(name, arg, help, "", v.Set)
 }
 
-func defaultNum(def int, _ int64) string {
+func defaultNum(def int) string {
 	if def == 0 || def == -1 {
 		return "" // "none" or "as mke2fs": said in the help text
 	}
