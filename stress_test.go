@@ -92,6 +92,14 @@ func stress(t *testing.T, cfg stressConfig, dur time.Duration) {
 		t.Fatal(err)
 	}
 
+	// Worker roots exist before the chaos starts: on the small-inodes image
+	// the chaos can take every free inode before a worker's first step.
+	for i := 0; i < cfg.workers; i++ {
+		if err := fsys.Mkdir(fmt.Sprintf("w%d", i), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	var stop atomic.Bool
 	errs := make(chan string, 1000)
 	report := func(format string, args ...any) {
@@ -132,10 +140,6 @@ func stress(t *testing.T, cfg stressConfig, dur time.Duration) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := fsys.Mkdir(w.root, 0o755); err != nil {
-				w.fail("mkdir %s: %v", w.root, err)
-				return
-			}
 			for time.Now().Before(deadline) && len(w.errs) == 0 {
 				w.step("shared")
 			}
