@@ -3,6 +3,7 @@ package ext4go
 import (
 	"syscall"
 
+	"github.com/ext4go/ext4go/internal/dev"
 	"github.com/ext4go/ext4go/internal/mballoc"
 )
 
@@ -34,3 +35,13 @@ func SetFault(fsys *FS, fail func(kind string) bool) {
 	}
 	fsys.fault.Store(&fn)
 }
+
+// Device is the storage OpenDevice opens (a dev.Device).
+type Device = dev.Device
+
+// OpenDevice opens the filesystem on d (tests wrap a real image's device,
+// e.g. to record its writes).
+func OpenDevice(d Device, opts *Options) (*FS, error) { return newFS(d, opts, false) }
+
+// OpenImageDevice opens an image file as a Device, writable or not.
+func OpenImageDevice(path string, writable bool) (Device, error) { return dev.Open(path, writable) }

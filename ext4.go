@@ -43,6 +43,17 @@ type Options struct {
 	// not cleanly unmounted, or has errors. Without it such an open fails
 	// (check it with e2fsck -f first); with it, Close marks it clean.
 	AllowUnclean bool
+	// NoJournal writes a filesystem that has a journal without it: each
+	// commit writes its blocks in place, as on a filesystem without one.
+	// Faster, but a crash or kill during a change may leave the
+	// filesystem needing e2fsck. Without it, every change to such a
+	// filesystem goes through the journal (see package documentation).
+	NoJournal bool
+	// CommitInterval is how often the changes made so far are committed
+	// even if nothing asks for it (the kernel's commit= mount option;
+	// default 5 s; negative: only on Sync, Close and when a transaction
+	// grows large).
+	CommitInterval time.Duration
 	// UID and GID own the inodes OpenFile, Mkdir, Symlink and Mknod make
 	// (default 0:0, root); in a setgid directory the group is the
 	// directory's, as on Linux.
@@ -225,7 +236,7 @@ func newFS(d dev.Device, opts *Options, reproducible bool) (*FS, error) {
 		return nil, &CorruptError{What: "root inode", Block: -1, Ino: rootIno, Detail: "not a directory"}
 	}
 	if f.opts.Writable {
-		if err := f.openWriter(); err != nil {
+		if err := f.openWriter(commit); err != nil {
 			return nil, err
 		}
 	}

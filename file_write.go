@@ -91,8 +91,7 @@ func (s *extStore) AllocNode(goal uint64) (uint64, error) {
 
 func (s *extStore) FreeNode(pblk uint64) error {
 	s.treeChanged()
-	s.h.Forget(pblk)
-	if err := s.f.w.balloc.Free(s.h, pblk, 1, mballoc.FreeMetadata); err != nil {
+	if err := s.f.freeBlocks(s.h, pblk, 1, mballoc.FreeMetadata); err != nil {
 		return err
 	}
 	s.undo.freed(pblk)
@@ -102,7 +101,7 @@ func (s *extStore) FreeNode(pblk uint64) error {
 
 func (s *extStore) FreeData(pblk uint64, n uint32) error {
 	s.treeChanged()
-	if err := s.f.w.balloc.Free(s.h, pblk, uint64(n), 0); err != nil {
+	if err := s.f.freeBlocks(s.h, pblk, uint64(n), 0); err != nil {
 		return err
 	}
 	s.delta -= int64(n)
@@ -371,7 +370,7 @@ func (f *FS) mapNew(h handle, in *inode.Inode, s *extStore, ed fileMap, req mbal
 	}
 	f.dropNodes(s)
 	if err != nil {
-		f.w.balloc.Free(h, ext.Start, uint64(ext.Len), 0)
+		f.freeBlocks(h, ext.Start, uint64(ext.Len), 0)
 		return ext, err
 	}
 	return ext, f.addBlocks(in, s.delta+int64(ext.Len))
@@ -421,7 +420,7 @@ func (f *FS) placeIndirect(s *extStore, bm blockMap, req *mballoc.Request) error
 // dropNodes frees the indirect blocks allocated ahead and not used.
 func (f *FS) dropNodes(s *extStore) {
 	for _, p := range s.nodes {
-		f.w.balloc.Free(s.h, p, 1, mballoc.FreeMetadata)
+		f.freeBlocks(s.h, p, 1, mballoc.FreeMetadata)
 		s.delta--
 	}
 	s.nodes = nil

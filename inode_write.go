@@ -331,8 +331,7 @@ func (f *FS) releaseXattrBlock(h handle, blk uint64) error {
 		return err
 	}
 	if free {
-		h.Forget(blk)
-		if err := f.w.balloc.Free(h, blk, 1, mballoc.FreeMetadata); err != nil {
+		if err := f.freeBlocks(h, blk, 1, mballoc.FreeMetadata); err != nil {
 			return err
 		}
 		// The block's references to EA inodes go with it.

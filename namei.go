@@ -104,7 +104,7 @@ func (s *dirStore) AppendBlock() (uint32, error) {
 		return 0, err
 	}
 	if err := ed.Insert(extent.Extent{Logical: lblk, Len: 1, Start: ext.Start}); err != nil {
-		f.w.balloc.Free(s.h, ext.Start, 1, 0)
+		f.freeBlocks(s.h, ext.Start, 1, 0)
 		return 0, err
 	}
 	s.es.undo.allocated(ext.Start)
@@ -375,11 +375,11 @@ func (f *FS) writeSmall(h handle, n *node, in *inode.Inode, data []byte, u *undo
 		return err
 	}
 	if err := f.writeData(ext.Start, 0, data, 0, true); err != nil {
-		f.w.balloc.Free(h, ext.Start, 1, 0)
+		f.freeBlocks(h, ext.Start, 1, 0)
 		return err
 	}
 	if err := ed.Insert(extent.Extent{Logical: 0, Len: 1, Start: ext.Start}); err != nil {
-		f.w.balloc.Free(h, ext.Start, 1, 0)
+		f.freeBlocks(h, ext.Start, 1, 0)
 		return err
 	}
 	u.allocated(ext.Start)

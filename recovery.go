@@ -48,11 +48,20 @@ type journalLog struct {
 	rec   *jbd2.Recovery
 }
 
-// recoverJournal replays the internal journal into memory.
-func (f *FS) recoverJournal() (*journalLog, error) {
+// journalFile is the internal journal as stored: its superblock and the
+// filesystem block of every journal block.
+type journalFile struct {
+	sb     *jbd2.Superblock
+	phys   func(nr uint32) (uint64, error)
+	phys0  uint64 // filesystem block holding journal block 0
+	mapped uint64 // journal blocks [0, mapped) are all mapped
+}
+
+// openJournalFile maps the journal inode and decodes its superblock.
+func (f *FS) openJournalFile() (*journalFile, error) {
 	sb := f.sb
 	if !sb.HasCompat(super.CompatHasJournal) || sb.JournalInum == 0 {
-		return nil, &UnsupportedError{Feature: "journal replay", Detail: "the journal is on an external device"}
+		return nil, &UnsupportedError{Feature: "external journal", Detail: "the journal is on another device"}
 	}
 	n, err := f.readInode(sb.JournalInum)
 	if err != nil {
@@ -62,23 +71,22 @@ func (f *FS) recoverJournal() (*journalLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("journal inode %d: %w", sb.JournalInum, err)
 	}
-	bs := f.blockSize
-	read := func(nr uint32) ([]byte, error) {
+	phys := func(nr uint32) (uint64, error) {
 		i := sort.Search(len(runs), func(i int) bool { return runs[i].logical+runs[i].length > uint64(nr) })
 		if i == len(runs) || runs[i].logical > uint64(nr) {
-			return nil, &CorruptError{What: "journal inode", Block: -1, Ino: sb.JournalInum, Detail: fmt.Sprintf("journal block %d is not mapped", nr)}
+			return 0, &CorruptError{What: "journal inode", Block: -1, Ino: sb.JournalInum, Detail: fmt.Sprintf("journal block %d is not mapped", nr)}
 		}
-		phys := runs[i].physical + uint64(nr) - runs[i].logical
-		if phys >= sb.BlocksCount() {
-			return nil, &CorruptError{What: "journal inode", Block: int64(phys), Ino: sb.JournalInum, Detail: "journal block outside the filesystem"}
+		p := runs[i].physical + uint64(nr) - runs[i].logical
+		if p >= sb.BlocksCount() {
+			return 0, &CorruptError{What: "journal inode", Block: int64(p), Ino: sb.JournalInum, Detail: "journal block outside the filesystem"}
 		}
-		b := make([]byte, bs)
-		if _, err := f.dev.ReadAt(b, int64(phys)*bs); err != nil && !errors.Is(err, io.EOF) {
-			return nil, err
-		}
-		return b, nil
+		return p, nil
 	}
-	b0, err := read(0)
+	jf := &journalFile{phys: phys}
+	if jf.phys0, err = phys(0); err != nil {
+		return nil, err
+	}
+	b0, err := jf.read(f, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -87,13 +95,58 @@ func (f *FS) recoverJournal() (*journalLog, error) {
 		return nil, fserr.At(err, -1, sb.JournalInum)
 	}
 	switch {
-	case jsb.BlockSize != uint32(bs):
+	case jsb.BlockSize != uint32(f.blockSize):
 		return nil, &CorruptError{What: "journal superblock", Block: -1, Ino: sb.JournalInum,
-			Detail: fmt.Sprintf("journal block size %d, filesystem %d", jsb.BlockSize, bs)}
+			Detail: fmt.Sprintf("journal block size %d, filesystem %d", jsb.BlockSize, f.blockSize)}
 	case jsb.UnknownIncompat() != 0:
 		return nil, &UnsupportedError{Feature: fmt.Sprintf("journal incompat features %#x", jsb.UnknownIncompat())}
 	}
-	rec, err := jbd2.Recover(jsb, read)
+	jf.sb = jsb
+	jf.mapped = lastLogical(runs)
+	if len(runs) > 0 && runs[0].logical != 0 {
+		jf.mapped = 0
+	}
+	for i := 1; i < len(runs); i++ {
+		if runs[i].logical != runs[i-1].logical+runs[i-1].length {
+			jf.mapped = min(jf.mapped, runs[i-1].logical+runs[i-1].length)
+		}
+	}
+	return jf, nil
+}
+
+func lastLogical(runs []run) uint64 {
+	if len(runs) == 0 {
+		return 0
+	}
+	r := runs[len(runs)-1]
+	return r.logical + r.length
+}
+
+// read reads journal block nr.
+func (jf *journalFile) read(f *FS, nr uint32) ([]byte, error) {
+	p, err := jf.phys(nr)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, f.blockSize)
+	if _, err := f.dev.ReadAt(b, int64(p)*f.blockSize); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b, nil
+}
+
+// recoverJournal replays the internal journal into memory.
+func (f *FS) recoverJournal() (*journalLog, error) {
+	jf, err := f.openJournalFile()
+	if err != nil {
+		var u *UnsupportedError
+		if errors.As(err, &u) && u.Feature == "external journal" {
+			return nil, &UnsupportedError{Feature: "journal replay", Detail: "the journal is on an external device"}
+		}
+		return nil, err
+	}
+	sb := f.sb
+	rec, err := jbd2.Recover(jf.sb, func(nr uint32) ([]byte, error) { return jf.read(f, nr) })
 	if err != nil {
 		return nil, fserr.At(err, -1, sb.JournalInum)
 	}
@@ -102,7 +155,7 @@ func (f *FS) recoverJournal() (*journalLog, error) {
 			return nil, &CorruptError{What: "journal", Block: int64(blk), Ino: sb.JournalInum, Detail: "a logged block lies outside the filesystem"}
 		}
 	}
-	return &journalLog{sb: jsb, phys0: runs[0].physical, rec: rec}, nil
+	return &journalLog{sb: jf.sb, phys0: jf.phys0, rec: rec}, nil
 }
 
 // replayHome finishes a recovery for writing, as the kernel does at

@@ -106,8 +106,7 @@ func (u *undoLog) undo() {
 		fail(h.Modify(blk, func(b []byte) error { copy(b, orig); return nil }))
 	}
 	for _, blk := range u.fresh {
-		h.Forget(blk)
-		fail(f.w.balloc.Free(h, blk, 1, 0))
+		fail(f.freeBlocks(h, blk, 1, 0))
 	}
 	for _, n := range u.nodes {
 		n.mapping.Store(nil)

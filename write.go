@@ -7,11 +7,13 @@ import (
 	"math/bits"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/ext4go/ext4go/internal/dir"
 	"github.com/ext4go/ext4go/internal/fserr"
 	"github.com/ext4go/ext4go/internal/ialloc"
 	"github.com/ext4go/ext4go/internal/inode"
+	"github.com/ext4go/ext4go/internal/journal"
 	"github.com/ext4go/ext4go/internal/mballoc"
 	"github.com/ext4go/ext4go/internal/super"
 	"github.com/ext4go/ext4go/internal/txn"
@@ -40,6 +42,16 @@ type writer struct {
 	// fileOrphans are the nodes recorded in it (orphanMu).
 	orphanFile  *orphanFile
 	fileOrphans map[*node]struct{}
+
+	// journal logs every commit when the filesystem has a journal (and
+	// the open did not ask for NoJournal), else nil; inPlace is the
+	// committer without it (used before the journal starts and after it
+	// stops).
+	journal *journal.Journal
+	inPlace txn.Committer
+	// stopCommits ends the periodic commits; commitsDone is closed when
+	// they have ended.
+	stopCommits, commitsDone chan struct{}
 }
 
 type paddedMutex struct {
@@ -115,12 +127,107 @@ func (f *FS) checkWritable() error {
 	return nil
 }
 
-// openWriter prepares a filesystem for changes.
-func (f *FS) openWriter() error {
+// openWriter prepares a filesystem for changes: after the checks, the
+// superblock is marked as being changed (needs_recovery with a journal, "not
+// clean" without) in place, then commits go through the journal, if any.
+func (f *FS) openWriter(inPlace txn.Committer) error {
 	if err := f.prepareWriter(); err != nil {
 		return err
 	}
-	return f.markChanging()
+	w := f.w
+	w.inPlace = inPlace
+	if err := f.openJournal(); err != nil {
+		return err
+	}
+	if err := f.markChanging(); err != nil {
+		return err
+	}
+	if w.journal != nil {
+		f.tm.SetCommitter(w.journal)
+		f.tm.SetMaxDirty(w.journal.MaxTransaction())
+	}
+	f.startCommits()
+	return nil
+}
+
+// openJournal sets up the journal writer, reading only: a filesystem
+// with a journal is changed through it unless Options.NoJournal (or an
+// image build, where only the final state matters).
+func (f *FS) openJournal() error {
+	sb := f.sb
+	if !sb.HasCompat(super.CompatHasJournal) || f.opts.NoJournal || f.reproducible {
+		return nil
+	}
+	jf, err := f.openJournalFile()
+	if err != nil {
+		var u *UnsupportedError
+		if errors.As(err, &u) && u.Feature == "external journal" {
+			return &UnsupportedError{Feature: "writing with an external journal", Detail: "Options.NoJournal (--no-journal) writes without it"}
+		}
+		return fmt.Errorf("opening the journal: %w", err)
+	}
+	jsb := jf.sb
+	switch {
+	case jsb.Start != 0:
+		return &CorruptError{What: "journal", Block: -1, Ino: sb.JournalInum,
+			Detail: "the journal holds transactions but the superblock does not say it needs recovery; check it with e2fsck -f"}
+	case jsb.Errno != 0:
+		return &CorruptError{What: "journal", Block: -1, Ino: sb.JournalInum,
+			Detail: fmt.Sprintf("the journal was aborted (errno %d); check it with e2fsck -f", -jsb.Errno)}
+	case jsb.UnknownROCompat() != 0:
+		return &UnsupportedError{Feature: fmt.Sprintf("writing a journal with ro_compat features %#x", jsb.UnknownROCompat())}
+	case jsb.NrUsers > 1:
+		return &UnsupportedError{Feature: "writing a shared journal", Detail: fmt.Sprintf("%d filesystems use it", jsb.NrUsers)}
+	case uint64(jsb.MaxLen) > jf.mapped:
+		return &CorruptError{What: "journal inode", Block: -1, Ino: sb.JournalInum,
+			Detail: fmt.Sprintf("the journal superblock says %d blocks, the inode maps %d", jsb.MaxLen, jf.mapped)}
+	}
+	j, err := journal.Open(f.dev, int(f.blockSize), jsb, jf.phys, f.now)
+	if err != nil {
+		return &CorruptError{What: "journal", Block: -1, Ino: sb.JournalInum, Detail: err.Error()}
+	}
+	f.w.journal = j
+	return nil
+}
+
+// startCommits commits every Options.CommitInterval (kernel: the jbd2
+// thread's commit timer).
+func (f *FS) startCommits() {
+	w := f.w
+	every := f.opts.CommitInterval
+	if every == 0 {
+		every = 5 * time.Second
+	}
+	if every < 0 || f.reproducible {
+		return
+	}
+	w.stopCommits, w.commitsDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(w.commitsDone)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.stopCommits:
+				return
+			case <-t.C:
+				if err := f.tm.Commit(); err != nil {
+					f.setError(err)
+					return
+				}
+			}
+		}
+	}()
+}
+
+// stopCommitLoop ends the periodic commits and waits for the last.
+func (f *FS) stopCommitLoop() {
+	w := f.w
+	if w.stopCommits != nil {
+		close(w.stopCommits)
+		<-w.commitsDone
+		w.stopCommits = nil
+	}
 }
 
 // prepareWriter checks that the filesystem can be changed and sets up the
@@ -195,7 +302,13 @@ func (f *FS) markChanging() error {
 		return err
 	}
 	w.sbMu.Lock()
-	sb.State &^= super.StateValid
+	if w.journal != nil {
+		// As the kernel: the state stays clean while mounted, and a
+		// crash leaves needs_recovery for the journal's replay.
+		sb.FeatureIncompat |= super.IncompatRecover
+	} else {
+		sb.State &^= super.StateValid
+	}
 	f.setOrphanPresent(true)
 	w.sbMu.Unlock()
 	if err := f.writeSuper(h); err != nil {
@@ -206,6 +319,15 @@ func (f *FS) markChanging() error {
 		return err
 	}
 	return f.tm.Commit()
+}
+
+// freeBlocks frees blocks [start, start+n) in h's transaction, whatever
+// they held: their cached copies are forgotten and, where the journal holds
+// a copy of one, revoked (txn.Handle.Revoke), before the allocator takes
+// them back; it hands them out again only after the transaction commits.
+func (f *FS) freeBlocks(h handle, start, n uint64, flags mballoc.FreeFlags) error {
+	h.Revoke(start, n)
+	return f.w.balloc.Free(h, start, n, flags)
 }
 
 // setError records a failure that leaves the on-disk state in doubt.
@@ -313,6 +435,7 @@ func (f *FS) closeWriter() error {
 		return nil
 	}
 	w.closed = true
+	f.stopCommitLoop()
 	if err := f.firstError(); err != nil {
 		return err
 	}
@@ -325,12 +448,22 @@ func (f *FS) closeWriter() error {
 	if err := f.tm.Commit(); err != nil {
 		return err
 	}
+	if w.journal != nil {
+		// Everything is committed: write it all home, empty the log,
+		// and write the final superblock in place (kernel:
+		// jbd2_journal_destroy, then ext4_put_super's commit).
+		f.tm.SetCommitter(w.inPlace)
+		if err := w.journal.Close(); err != nil {
+			return err
+		}
+	}
 	h, err := f.begin()
 	if err != nil {
 		return err
 	}
 	w.sbMu.Lock()
 	f.sb.State |= super.StateValid
+	f.sb.FeatureIncompat &^= super.IncompatRecover
 	f.setOrphanPresent(false)
 	w.sbMu.Unlock()
 	err = f.writeSuper(h)

@@ -40,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -57,9 +58,22 @@ type Block struct {
 	Data []byte
 }
 
-// Committer makes a transaction's blocks durable.
+// Committer makes a transaction's blocks durable. revokes lists blocks
+// freed by the transaction whose earlier logged copies must not be
+// replayed (see Handle.Revoke); a committer without a log ignores it.
 type Committer interface {
-	Commit(tid uint64, blocks []Block) error
+	Commit(tid uint64, blocks []Block, revokes []uint64) error
+}
+
+// Logger is implemented by a Committer that keeps a log (jbd2): Frozen is
+// called with a transaction's blocks while the transaction is closed and
+// before the next one opens, so that Logged answers for them to every
+// later handle; Logged reports the blocks of [start, start+n) that have a
+// copy in the log which a replay could still write.
+type Logger interface {
+	Committer
+	Frozen(tid uint64, blocks []Block)
+	Logged(start, n uint64) []uint64
 }
 
 // InPlace is the Committer of a filesystem without a journal (or before
@@ -72,7 +86,7 @@ type InPlace struct {
 	NoSync bool
 }
 
-func (c *InPlace) Commit(_ uint64, blocks []Block) error {
+func (c *InPlace) Commit(_ uint64, blocks []Block, _ []uint64) error {
 	for _, b := range blocks {
 		if _, err := c.Dev.WriteAt(b.Data, int64(b.Nr)*int64(c.BlockSize)); err != nil {
 			return fmt.Errorf("write block %d: %w", b.Nr, err)
@@ -98,7 +112,7 @@ type Manager struct {
 	dev       Device
 	bs        int
 	nblocks   uint64
-	committer Committer
+	committer atomic.Pointer[Committer] // replaced only under commitMu (SetCommitter)
 	opts      Options
 	cache     cache
 
@@ -114,6 +128,7 @@ type Manager struct {
 	hooks   []func(tid uint64)
 
 	committing atomic.Bool
+	maxDirty   atomic.Int64 // Options.MaxDirty, or as SetMaxDirty set it
 }
 
 // Transaction is a group of changes that reach the disk together.
@@ -124,6 +139,9 @@ type Transaction struct {
 	ndirty  atomic.Int64 // blocks in dirty, read without the shard locks
 
 	dirty [dirtyShards]dirtyShard
+
+	revokeMu sync.Mutex
+	revokes  map[uint64]struct{} // freed blocks with logged copies (revokeMu)
 }
 
 const dirtyShards = 16
@@ -178,7 +196,9 @@ func NewManager(d Device, bs int, nblocks uint64, c Committer, opts Options) *Ma
 	if opts.CacheBlocks <= 0 {
 		opts.CacheBlocks = 65536
 	}
-	m := &Manager{dev: d, bs: bs, nblocks: nblocks, committer: c, opts: opts, nextTID: 1}
+	m := &Manager{dev: d, bs: bs, nblocks: nblocks, opts: opts, nextTID: 1}
+	m.committer.Store(&c)
+	m.maxDirty.Store(int64(opts.MaxDirty))
 	m.cond = sync.NewCond(&m.mu)
 	m.cache.init(opts.CacheBlocks)
 	m.running.Store(m.newTransaction())
@@ -190,6 +210,27 @@ func (m *Manager) newTransaction() *Transaction {
 	m.nextTID++
 	return t
 }
+
+// SetCommitter makes c the committer of the transactions committed from
+// now on. The change waits for a commit in progress, so every transaction
+// goes through exactly one committer (the journal starts after the
+// superblock that announces it is written in place, and stops before the
+// one that says it is empty).
+func (m *Manager) SetCommitter(c Committer) {
+	m.commitMu.Lock()
+	m.committer.Store(&c)
+	m.commitMu.Unlock()
+}
+
+// SetMaxDirty changes Options.MaxDirty (a journal bounds transactions by
+// its size).
+func (m *Manager) SetMaxDirty(n int) {
+	if n > 0 {
+		m.maxDirty.Store(int64(n))
+	}
+}
+
+func (m *Manager) committerNow() Committer { return *m.committer.Load() }
 
 // BlockSize returns the block size.
 func (m *Manager) BlockSize() int { return m.bs }
@@ -291,9 +332,46 @@ func (h *Handle) modify(nr uint64, fresh bool, fn func(b []byte) error) error {
 	if b.tx != h.t {
 		b.tx = h.t
 		h.t.addDirty(nr, b)
+		h.t.cancelRevoke(nr)
 	}
 	b.mu.Unlock()
 	return err
+}
+
+// cancelRevoke drops a revoke of nr recorded earlier in t: t logs the
+// block again, and its copy must replay (kernel: jbd2_journal_cancel_revoke).
+func (t *Transaction) cancelRevoke(nr uint64) {
+	t.revokeMu.Lock()
+	delete(t.revokes, nr)
+	t.revokeMu.Unlock()
+}
+
+// Revoke is called for blocks [start, start+n) being freed by the handle's
+// transaction, whatever they held: each is forgotten (Forget) and, when the
+// committer keeps a log that holds a copy of it, a revoke record is made,
+// so that a replay after the block is reused (as file data, which is not
+// logged) cannot write the old copy over it (kernel: jbd2_journal_revoke,
+// called by ext4_free_blocks).
+func (h *Handle) Revoke(start, n uint64) {
+	m := h.m
+	for nr := start; nr < start+n; nr++ {
+		h.Forget(nr)
+	}
+	lg, ok := m.committerNow().(Logger)
+	if !ok {
+		return
+	}
+	if logged := lg.Logged(start, n); len(logged) > 0 {
+		t := h.t
+		t.revokeMu.Lock()
+		if t.revokes == nil {
+			t.revokes = map[uint64]struct{}{}
+		}
+		for _, nr := range logged {
+			t.revokes[nr] = struct{}{}
+		}
+		t.revokeMu.Unlock()
+	}
 }
 
 // Forget drops block nr from the running transaction and the cache: it has
@@ -324,7 +402,7 @@ func (h *Handle) End() error {
 	m := h.m
 	t := h.t
 	m.endUpdate(t)
-	big := t.ndirty.Load() >= int64(m.opts.MaxDirty) && !t.locked.Load() && m.running.Load() == t
+	big := t.ndirty.Load() >= m.maxDirty.Load() && !t.locked.Load() && m.running.Load() == t
 	if big && m.committing.CompareAndSwap(false, true) {
 		defer m.committing.Store(false)
 		return m.Commit()
@@ -421,14 +499,27 @@ func (m *Manager) Commit() error {
 		s.m = nil
 		s.mu.Unlock()
 	}
+	sortBlocks(blocks)
+	committer := m.committerNow()
+	if lg, ok := committer.(Logger); ok && len(blocks) > 0 {
+		// Before any handle of the next transaction can free one of
+		// these blocks and ask whether it needs a revoke.
+		lg.Frozen(t.tid, blocks)
+	}
 	m.running.Store(m.newTransaction())
 	m.cond.Broadcast()
 	m.mu.Unlock()
 
+	t.revokeMu.Lock()
+	revokes := make([]uint64, 0, len(t.revokes))
+	for nr := range t.revokes {
+		revokes = append(revokes, nr)
+	}
+	t.revokeMu.Unlock()
+	slices.Sort(revokes)
 	var err error
-	if len(blocks) > 0 {
-		sortBlocks(blocks)
-		err = m.committer.Commit(t.tid, blocks)
+	if len(blocks) > 0 || len(revokes) > 0 {
+		err = committer.Commit(t.tid, blocks, revokes)
 	}
 	for _, b := range frozen {
 		b.mu.Lock()
