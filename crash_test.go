@@ -24,8 +24,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ext4go/ext4go"
 	"github.com/ext4go/ext4go/internal/jbd2"
@@ -164,85 +166,16 @@ func crashRun(t *testing.T, cfg crashConfig, seed uint64, points int) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(seed, 99))
-	model := map[string]*crashFile{}
-	// marks[p] is the log position when phase p's Sync returned; states[p]
-	// the model then.
+	plan, states := crashPlan(seed, 10)
+	// marks[p] is the log position when phase p+1's Sync returned.
 	var marks []int
-	var states []map[string]crashFile
-	snapshot := func() map[string]crashFile {
-		m := map[string]crashFile{}
-		for k, v := range model {
-			m[k] = *v
-		}
-		return m
+	if err := runCrashPlan(fsys, plan, func(int) { marks = append(marks, rd.mark()) }); err != nil {
+		t.Fatal(err)
 	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
+	phases := len(plan)
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
 	}
-	const phases = 10
-	for i := range 3 {
-		must(fsys.Mkdir(fmt.Sprintf("d%d", i), 0o755))
-	}
-	for p := 1; p <= phases; p++ {
-		for i := 0; i < 4; i++ {
-			name := fmt.Sprintf("d%d/f%d_%d", p%3, p, i)
-			size := rng.IntN(20000)
-			if rng.IntN(5) == 0 {
-				size = 100000 + rng.IntN(200000)
-			}
-			data := pattern(int64(p*100+i), 0, size)
-			must(fsys.WriteFile(name, data, 0o644))
-			model[name] = &crashFile{data: data, touched: p}
-		}
-		names := slices.Sorted(func(yield func(string) bool) {
-			for k, v := range model {
-				if v.touched < p && !yield(k) {
-					return
-				}
-			}
-		})
-		if len(names) > 3 {
-			// Delete, rename, truncate and extend older files.
-			victim := names[rng.IntN(len(names))]
-			must(fsys.Remove(victim))
-			delete(model, victim)
-			names = slices.DeleteFunc(names, func(s string) bool { return s == victim })
-			from := names[rng.IntN(len(names))]
-			to := fmt.Sprintf("d%d/r%d", (p+1)%3, p)
-			must(fsys.Rename(from, to))
-			model[to] = model[from]
-			model[to].touched = p
-			delete(model, from)
-			names = slices.DeleteFunc(names, func(s string) bool { return s == from })
-			tr := names[rng.IntN(len(names))]
-			keep := len(model[tr].data) / 2
-			tf, err := fsys.OpenFile(tr, os.O_WRONLY, 0)
-			must(err)
-			must(tf.Truncate(int64(keep)))
-			must(tf.Close())
-			model[tr].data = model[tr].data[:keep]
-			model[tr].touched = p
-			ap := names[rng.IntN(len(names))]
-			if ap != tr {
-				f, err := fsys.OpenFile(ap, os.O_WRONLY|os.O_APPEND, 0)
-				must(err)
-				extra := pattern(int64(p), 7, 3000+rng.IntN(30000))
-				_, err = f.Write(extra)
-				must(err)
-				must(f.Close())
-				model[ap].data = append(bytes.Clone(model[ap].data), extra...)
-				model[ap].touched = p
-			}
-		}
-		must(fsys.SetXattr(fmt.Sprintf("d%d/f%d_0", p%3, p), "user.phase", []byte(strconv.Itoa(p)), 0))
-		must(fsys.Sync())
-		marks = append(marks, rd.mark())
-		states = append(states, snapshot())
-	}
-	must(fsys.Close())
 	testutil.RequireFsckClean(t, image)
 	log := rd.log
 	t.Logf("%d writes and flushes recorded over %d phases", len(log), phases)
@@ -398,4 +331,129 @@ func copyFile(t *testing.T, from, to string) {
 	if err := os.WriteFile(to, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// crashOp is one step of a crash workload.
+type crashOp struct {
+	kind     string // mkdir, write, remove, rename, truncate, append, xattr
+	name, to string
+	data     []byte
+	size     int
+}
+
+// crashPlan makes a seeded workload of phases, each ending in a Sync, and
+// the files expected after each phase.
+func crashPlan(seed uint64, phases int) (plan [][]crashOp, states []map[string]crashFile) {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	model := map[string]*crashFile{}
+	var ops []crashOp
+	for i := range 3 {
+		ops = append(ops, crashOp{kind: "mkdir", name: fmt.Sprintf("d%d", i)})
+	}
+	for p := 1; p <= phases; p++ {
+		for i := 0; i < 4; i++ {
+			name := fmt.Sprintf("d%d/f%d_%d", p%3, p, i)
+			size := rng.IntN(20000)
+			if rng.IntN(5) == 0 {
+				size = 100000 + rng.IntN(200000)
+			}
+			data := pattern(int64(seed)*1000+int64(p*100+i), 0, size)
+			ops = append(ops, crashOp{kind: "write", name: name, data: data})
+			model[name] = &crashFile{data: data, touched: p}
+		}
+		names := slices.Sorted(func(yield func(string) bool) {
+			for k, v := range model {
+				if v.touched < p && !yield(k) {
+					return
+				}
+			}
+		})
+		if len(names) > 3 {
+			// Delete, rename, truncate and extend older files.
+			victim := names[rng.IntN(len(names))]
+			ops = append(ops, crashOp{kind: "remove", name: victim})
+			delete(model, victim)
+			names = slices.DeleteFunc(names, func(s string) bool { return s == victim })
+			from := names[rng.IntN(len(names))]
+			to := fmt.Sprintf("d%d/r%d", (p+1)%3, p)
+			ops = append(ops, crashOp{kind: "rename", name: from, to: to})
+			model[to] = model[from]
+			model[to].touched = p
+			delete(model, from)
+			names = slices.DeleteFunc(names, func(s string) bool { return s == from })
+			tr := names[rng.IntN(len(names))]
+			keep := len(model[tr].data) / 2
+			ops = append(ops, crashOp{kind: "truncate", name: tr, size: keep})
+			model[tr].data = model[tr].data[:keep]
+			model[tr].touched = p
+			if ap := names[rng.IntN(len(names))]; ap != tr {
+				extra := pattern(int64(p), 7, 3000+rng.IntN(30000))
+				ops = append(ops, crashOp{kind: "append", name: ap, data: extra})
+				model[ap].data = append(bytes.Clone(model[ap].data), extra...)
+				model[ap].touched = p
+			}
+		}
+		ops = append(ops, crashOp{kind: "xattr", name: fmt.Sprintf("d%d/f%d_0", p%3, p), data: []byte(strconv.Itoa(p))})
+		plan = append(plan, ops)
+		ops = nil
+		state := map[string]crashFile{}
+		for k, v := range model {
+			state[k] = *v
+		}
+		states = append(states, state)
+	}
+	return plan, states
+}
+
+// runCrashPlan applies plan to fsys, syncing after each phase and then
+// calling synced with the phase's number (1-based).
+func runCrashPlan(fsys *ext4go.FS, plan [][]crashOp, synced func(phase int)) error {
+	for p, ops := range plan {
+		for _, op := range ops {
+			if err := applyCrashOp(fsys, op); err != nil {
+				return fmt.Errorf("phase %d: %s %s: %w", p+1, op.kind, op.name, err)
+			}
+		}
+		if err := fsys.Sync(); err != nil {
+			return err
+		}
+		synced(p + 1)
+	}
+	return nil
+}
+
+func applyCrashOp(fsys *ext4go.FS, op crashOp) error {
+	if k, ok := strings.CutPrefix(op.kind, "pause:"); ok {
+		time.Sleep(3 * time.Millisecond)
+		op.kind = k
+	}
+	switch op.kind {
+	case "mkdir":
+		return fsys.Mkdir(op.name, 0o755)
+	case "write":
+		return fsys.WriteFile(op.name, op.data, 0o644)
+	case "remove":
+		return fsys.Remove(op.name)
+	case "rename":
+		return fsys.Rename(op.name, op.to)
+	case "xattr":
+		return fsys.SetXattr(op.name, "user.phase", op.data, 0)
+	}
+	flag := os.O_WRONLY
+	if op.kind == "append" {
+		flag |= os.O_APPEND
+	}
+	f, err := fsys.OpenFile(op.name, flag, 0)
+	if err != nil {
+		return err
+	}
+	if op.kind == "append" {
+		_, err = f.Write(op.data)
+	} else {
+		err = f.Truncate(int64(op.size))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
