@@ -135,9 +135,13 @@ func killRun(t *testing.T, seed uint64, mkfs []string) {
 		t.Fatal(err)
 	} else {
 		r := probe.Replay()
+		j, err := probe.Journal()
 		probe.Close()
 		if r == nil || r.Transactions == 0 {
 			t.Fatalf("the killed writer left no journal to replay (%+v)", r)
+		}
+		if err != nil || j.Start == 0 || j.Transactions != r.Transactions || j.ReplayError != nil {
+			t.Errorf("Journal() = %+v, %v; the replay was %+v", j, err, *r)
 		}
 		t.Logf("journal left: %+v", *r)
 	}

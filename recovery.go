@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"sort"
 
 	"github.com/ext4go/ext4go/internal/dev"
@@ -223,4 +224,47 @@ func (d *overlayDev) ReadAt(p []byte, off int64) (int, error) {
 
 func (d *overlayDev) WriteAt([]byte, int64) (int, error) {
 	return 0, errors.New("ext4go: a replayed journal's view is read-only")
+}
+
+// JournalInfo describes an internal journal as it is on disk.
+type JournalInfo struct {
+	Blocks   uint32   // s_maxlen: journal blocks, its superblock included
+	First    uint32   // first block of the log
+	Sequence uint32   // the first transaction the log expects
+	Start    uint32   // where the log starts; 0: nothing to replay
+	Features []string // journal features, as dumpe2fs names them
+	// What a replay would do now (when Start != 0): committed
+	// transactions, the blocks they write, revoke records read.
+	Transactions, LoggedBlocks, RevokeRecords int
+	// ReplayError is why the log cannot be replayed, if it cannot.
+	ReplayError error
+}
+
+// Journal describes the internal journal on disk, or returns nil without
+// one. On a read-only open of an image that needed recovery, it shows the
+// log as it is on disk (see Replay for what the open replayed).
+func (f *FS) Journal() (*JournalInfo, error) {
+	if f.closed.Load() {
+		return nil, fs.ErrClosed
+	}
+	if !f.sb.HasCompat(super.CompatHasJournal) || f.sb.JournalInum == 0 {
+		return nil, nil
+	}
+	jf, err := f.openJournalFile()
+	if err != nil {
+		return nil, err
+	}
+	jsb := jf.sb
+	info := &JournalInfo{Blocks: jsb.MaxLen, First: jsb.First, Sequence: jsb.Sequence, Start: jsb.Start, Features: jsb.FeatureNames()}
+	if jsb.Start != 0 {
+		rec, err := jbd2.Recover(jsb, func(nr uint32) ([]byte, error) { return jf.read(f, nr) })
+		if err != nil {
+			info.ReplayError = err
+		} else {
+			info.Transactions = int(rec.EndSeq - rec.StartSeq)
+			info.LoggedBlocks = len(rec.Blocks)
+			info.RevokeRecords = rec.Revokes
+		}
+	}
+	return info, nil
 }

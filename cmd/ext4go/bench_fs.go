@@ -23,7 +23,7 @@ import (
 
 func init() {
 	benchKinds["fallocate2"] = benchKind{
-		usage:   "fallocate2 [-p 1,2,4,8] [--dir MOUNTPOINT] [--duration D] [--size BYTES] [--json]",
+		usage:   "fallocate2 [-p 1,2,4,8] [--dir MOUNTPOINT] [--no-journal] [--duration D] [--size BYTES] [--json]",
 		summary: "will-it-scale fallocate2 through the filesystem: each of P goroutines fallocates 8 KiB at the end of its own file until 1 MiB, then truncates it to 0; through ext4go on a fresh image, or with -dir through system calls on a mounted directory",
 		run:     benchFallocate2,
 	}
@@ -73,6 +73,7 @@ func benchFallocate2(e *env, c *command, args []string) error {
 	dur := fl.Duration("duration", 3*time.Second, "time per goroutine count")
 	sizeFlag := fl.String("size", "1G", "size of the fresh image (without -dir)")
 	asJSON := fl.Bool("json", false, "one JSON object per line")
+	noJournal := fl.Bool("no-journal", false, "write the image in place, without its journal (without -dir)")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -85,11 +86,14 @@ func benchFallocate2(e *env, c *command, args []string) error {
 		return usagef("bad -size: %v", err)
 	}
 	config := "ext4go"
-	if *dirFlag != "" {
+	switch {
+	case *dirFlag != "":
 		config = "kernel"
+	case *noJournal:
+		config = "ext4go-nojournal"
 	}
 	for _, p := range ps {
-		ops, err := fallocate2Run(p, *dur, *dirFlag, int64(size))
+		ops, err := fallocate2Run(p, *dur, *dirFlag, int64(size), *noJournal)
 		if err != nil {
 			return err
 		}
@@ -104,7 +108,7 @@ func benchFallocate2(e *env, c *command, args []string) error {
 
 // fallocate2Run runs the loop with p goroutines for d and returns
 // operations (fallocate calls) per second.
-func fallocate2Run(p int, d time.Duration, dir string, size int64) (float64, error) {
+func fallocate2Run(p int, d time.Duration, dir string, size int64, noJournal bool) (float64, error) {
 	var files []fallocator
 	var cleanup func() error
 	if dir != "" {
@@ -127,7 +131,7 @@ func fallocate2Run(p int, d time.Duration, dir string, size int64) (float64, err
 			os.RemoveAll(tmp)
 			return 0, err
 		}
-		fsys, err := ext4go.Open(img, &ext4go.Options{Writable: true})
+		fsys, err := ext4go.Open(img, &ext4go.Options{Writable: true, NoJournal: noJournal})
 		if err != nil {
 			os.RemoveAll(tmp)
 			return 0, err

@@ -16,14 +16,16 @@ import (
 
 func init() {
 	register(&command{name: "batch", usage: "[-n] IMAGE [SCRIPT]",
-		summary: "run write commands (put, mkdir, rm, mv, ln, chmod, chown, touch, truncate, fallocate, setfattr, getfattr), one a line without IMAGE, from SCRIPT or standard input in one open of the image; not atomic: it stops at the first failing command and keeps what the ones before did (each change is whole)",
+		summary: "run write commands (put, mkdir, rm, mv, ln, chmod, chown, touch, truncate, fallocate, setfattr, getfattr), one a line without IMAGE, from SCRIPT or standard input in one open of the image; a sync line makes everything before it durable; not atomic: it stops at the first failing command and keeps what the ones before did (each change is whole)",
 		run:     runBatch})
 }
 
 var batchOpts = []optDef{
 	{'n', "check", "", "check the script only; do not open the image"},
 	{long: "allow-unclean", help: "write even though the filesystem was not cleanly unmounted or has errors"},
-	{long: "atomic", help: "all or nothing: needs journalled writes, which ext4go does not have yet (refused)"},
+	{long: "no-journal", help: "write in place without the filesystem's journal (faster; a crash may need e2fsck)"},
+	{'v', "verbose", "", "print \"done N\" when the command starting on line N is done (after a sync line: durable)"},
+	{long: "atomic", help: "all or nothing: one transaction for the whole script, which ext4go does not have yet (refused)"},
 }
 
 // batchLine is one command of a script.
@@ -45,7 +47,7 @@ func runBatch(e *env, args []string) error {
 		return usagef("want IMAGE and at most one SCRIPT")
 	}
 	if o.has("atomic") {
-		return errors.New("--atomic needs journalled writes (one transaction for the whole script), which ext4go does not have yet")
+		return errors.New("--atomic (the whole script in one transaction) is not implemented; use sync lines to mark what must be durable")
 	}
 	image, check := o.args[0], o.has("n")
 	var in io.Reader = e.stdin
@@ -84,7 +86,7 @@ func runBatch(e *env, args []string) error {
 	if check {
 		return nil
 	}
-	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, AllowUnclean: o.has("allow-unclean")})
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, AllowUnclean: o.has("allow-unclean"), NoJournal: o.has("no-journal")})
 	if err != nil {
 		return imageError(commands["batch"], image, err, false)
 	}
@@ -95,6 +97,9 @@ func runBatch(e *env, args []string) error {
 		if err := s.act(x); err != nil {
 			failed = fmt.Errorf("line %d: %s: %w", s.line, name, err)
 			break
+		}
+		if o.has("v") {
+			fmt.Fprintf(e.stdout, "done %d\n", s.line)
 		}
 	}
 	if cerr := fsys.Close(); cerr != nil {
@@ -109,6 +114,12 @@ func runBatch(e *env, args []string) error {
 // parseBatchLine checks one command of a script and returns its action.
 func parseBatchLine(l batchLine) (action, error) {
 	name := l.words[0]
+	if name == "sync" {
+		if len(l.words) > 1 {
+			return nil, fmt.Errorf("line %d: sync takes no arguments", l.line)
+		}
+		return func(x *wctx) error { return x.fsys.Sync() }, nil
+	}
 	wc := writeCommands[name]
 	if wc == nil {
 		names := make([]string, 0, len(writeCommands))
@@ -118,7 +129,7 @@ func parseBatchLine(l batchLine) (action, error) {
 			}
 		}
 		sort.Strings(names)
-		return nil, fmt.Errorf("line %d: unknown command %q (batch runs %s)", l.line, name, strings.Join(names, ", "))
+		return nil, fmt.Errorf("line %d: unknown command %q (batch runs %s, sync)", l.line, name, strings.Join(names, ", "))
 	}
 	if name == "write" {
 		return nil, fmt.Errorf("line %d: write: not available in batch: standard input is the script (use put to copy a host file)", l.line)

@@ -69,6 +69,24 @@ func runInfo(e *env, args []string) error {
 	if in.JournalInode != 0 {
 		row("Journal inode", in.JournalInode)
 	}
+	if j, err := fsys.Journal(); err != nil {
+		row("Journal", "unreadable: "+err.Error())
+	} else if j != nil {
+		row("Journal size", fmt.Sprintf("%d blocks", j.Blocks))
+		if len(j.Features) > 0 {
+			row("Journal features", strings.Join(j.Features, " "))
+		}
+		row("Journal sequence", fmt.Sprintf("0x%08x", j.Sequence))
+		switch {
+		case j.Start == 0:
+			row("Journal log", "empty (nothing to replay)")
+		case j.ReplayError != nil:
+			row("Journal log", fmt.Sprintf("starts at block %d; cannot be replayed: %v", j.Start, j.ReplayError))
+		default:
+			row("Journal log", fmt.Sprintf("starts at block %d; needs recovery: %d transactions, %d blocks, %d revoke records",
+				j.Start, j.Transactions, j.LoggedBlocks, j.RevokeRecords))
+		}
+	}
 	if r := fsys.Replay(); r != nil {
 		row("Journal replayed in memory", fmt.Sprintf("%d transactions, %d blocks, %d revoked copies skipped, %d bad copies skipped",
 			r.Transactions, r.Blocks, r.Revoked, r.BadBlocks))

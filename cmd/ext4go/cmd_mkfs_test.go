@@ -19,7 +19,7 @@ func TestMkfsEmpty(t *testing.T) {
 	mustCLI(t, "mkfs", "-size", "64M", "-L", "hello", img)
 	testutil.RequireFsckClean(t, img)
 	out := mustCLI(t, "info", img)
-	if !strings.Contains(out, "hello") || !strings.Contains(out, "metadata_csum") {
+	if !strings.Contains(out, "hello") || !strings.Contains(out, "metadata_csum") || !strings.Contains(out, "empty (nothing to replay)") {
 		t.Fatalf("info:\n%s", out)
 	}
 }

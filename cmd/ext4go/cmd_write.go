@@ -87,7 +87,8 @@ func registerWrite(c *writeCommand) {
 func runWrite(c *writeCommand, e *env, args []string) error {
 	defs := c.opts
 	if !c.readOnly {
-		defs = append(defs[:len(defs):len(defs)], optDef{long: "allow-unclean", help: "write even though the filesystem was not cleanly unmounted or has errors (check it with e2fsck -f first)"})
+		defs = append(defs[:len(defs):len(defs)], optDef{long: "allow-unclean", help: "write even though the filesystem was not cleanly unmounted or has errors (check it with e2fsck -f first)"},
+			optDef{long: "no-journal", help: "write in place without the filesystem's journal (faster; a crash may need e2fsck)"})
 	}
 	o, err := parseCmd(e, commands[c.name], defs, args)
 	if err != nil {
@@ -105,7 +106,7 @@ func runWrite(c *writeCommand, e *env, args []string) error {
 	if c.readOnly {
 		warnInUse(e, image)
 	}
-	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: !c.readOnly, AllowUnclean: o.has("allow-unclean")})
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: !c.readOnly, AllowUnclean: o.has("allow-unclean"), NoJournal: o.has("no-journal")})
 	if err != nil {
 		return imageError(commands[c.name], image, err, c.readOnly)
 	}

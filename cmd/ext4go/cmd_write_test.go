@@ -672,6 +672,15 @@ ln -s 'data file' /a/link
 		}
 	})
 
+	// -v reports each line as it is done; sync is a command.
+	code, out, errs = cli("mkdir /v1\nsync\n\nmkdir /v2\n", "batch", "-v", img)
+	if code != 0 || out != "done 1\ndone 2\ndone 4\n" {
+		t.Fatalf("batch -v: exit %d, out %q, err %q", code, out, errs)
+	}
+	if code, _, errs := cli("sync now\n", "batch", img); code != 1 || !strings.Contains(errs, "sync takes no arguments") {
+		t.Errorf("sync with an argument: exit %d %q", code, errs)
+	}
+
 	// A failing line stops the script: earlier lines stay applied, later
 	// ones do not run, and the image is closed cleanly.
 	code, _, errs = cli("mkdir /ok1\n\n# comment\nrm /a\nmkdir /never\n", "batch", img)

@@ -58,7 +58,7 @@ func TestMistakeMessages(t *testing.T) {
 		{"get over a host file", []string{"get", img, "/f", existing}, []string{"host file", "exists; use -f"}, ""},
 		{"put runs out of space", []string{"put", "-q", img, big, "/big"}, []string{"/big", "no space left"}, ""},
 		{"unclean", []string{"mkdir", unclean, "/d"}, []string{"not cleanly unmounted", "e2fsck -f", ""}, ""},
-		{"batch --atomic", []string{"batch", "--atomic", img}, []string{"--atomic needs journalled writes"}, ""},
+		{"batch --atomic", []string{"batch", "--atomic", img}, []string{"--atomic (the whole script in one transaction) is not implemented"}, ""},
 		{"mkfs without a size", []string{"mkfs", filepath.Join(dir, "new.img")}, []string{"does not exist and no size was specified"}, ""},
 		{"mkfs over a filesystem", []string{"mkfs", "-q", img}, []string{"contains an ext4 filesystem", "-F"}, ""},
 		{"unknown command", []string{"lsx", img}, []string{`unknown command "lsx"`}, ""},
