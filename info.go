@@ -34,6 +34,7 @@ type Info struct {
 	HashVersion                    string
 	HashSeed                       string
 	JournalInode                   uint32
+	FirstOrphan                    uint32 // head of the orphan list (s_last_orphan), 0 if empty
 	Checksummed                    bool
 	Checksum, ChecksumSeed         uint32
 }
@@ -80,6 +81,7 @@ func (f *FS) Info() *Info {
 	if sb.HasCompat(super.CompatHasJournal) {
 		in.JournalInode = sb.JournalInum
 	}
+	in.FirstOrphan = sb.LastOrphan
 	in.State = "not clean"
 	if sb.State&super.StateValid != 0 {
 		in.State = "clean"

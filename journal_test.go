@@ -62,59 +62,7 @@ func TestReplayMatchesKernel(t *testing.T) {
 			if !strings.Contains(testutil.Dumpe2fs(t, crashed, "-h"), "needs_recovery") {
 				t.Fatal("the copy does not need recovery")
 			}
-			before := fileHash(t, crashed)
-			ours, err := ext4go.Open(crashed, nil)
-			if err != nil {
-				t.Fatalf("read-only open: %v", err)
-			}
-			r := ours.Replay()
-			if r == nil {
-				t.Fatal("no replay reported")
-			}
-			t.Logf("replayed %d transactions, %d blocks, %d revoked copies skipped", r.Transactions, r.Blocks, r.Revoked)
-			if fileHash(t, crashed) != before {
-				t.Fatal("the read-only replay wrote to the image")
-			}
-			// The kernel's recovery of another copy.
-			theirs := filepath.Join(t.TempDir(), "theirs")
-			if err := os.WriteFile(theirs, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			kmp := testutil.Mount(t, theirs, false)
-			opts := testutil.MountCompareOptions()
-			opts.Meta = meta
-			testutil.CompareFS(t, ours, kmp, opts)
-			ours.Close()
-			// The test means something only if the stale on-disk state
-			// differs from what the kernel recovers.
-			stale, err := ext4go.Open(crashed, &ext4go.Options{IgnoreJournal: true})
-			if err != nil {
-				t.Fatalf("the stale state does not open: %v", err)
-			}
-			if len(testutil.DiffFS(stale, kmp, opts)) == 0 {
-				t.Error("the on-disk state without the journal already equals the kernel's recovery: nothing was tested")
-			}
-			stale.Close()
-
-			// A writable open writes the replay home, resets the journal
-			// and clears needs_recovery: e2fsck is then clean and the tree
-			// is still the kernel's.
-			w, err := ext4go.Open(crashed, &ext4go.Options{Writable: true})
-			if err != nil {
-				t.Fatalf("writable open of the crashed copy: %v", err)
-			}
-			if w.Replay() == nil {
-				t.Error("the writable open reports no replay")
-			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if strings.Contains(testutil.Dumpe2fs(t, crashed, "-h"), "needs_recovery") {
-				t.Error("needs_recovery is still set after the writable open")
-			}
-			testutil.RequireFsckClean(t, crashed)
-			after := openImage(t, crashed)
-			testutil.CompareFS(t, after, kmp, opts)
+			compareRecovery(t, crashed, b)
 		})
 	}
 }
@@ -152,4 +100,150 @@ func kernelWorkload(t *testing.T, mp string) {
 	_, err = f.Write(pattern(9, 0, 100000))
 	must(err)
 	must(f.Close())
+}
+
+// compareRecovery checks ext4go's recovery of crashed (whose bytes are b)
+// against the kernel's: the read-only open replays in memory without
+// writing and shows the kernel's tree, which differs from the stale
+// on-disk one; the writable open (replay written home, orphans
+// processed) leaves an e2fsck-clean image with the kernel's tree.
+func compareRecovery(t *testing.T, crashed string, b []byte) {
+	t.Helper()
+	before := fileHash(t, crashed)
+	ours, err := ext4go.Open(crashed, nil)
+	if err != nil {
+		t.Fatalf("read-only open: %v", err)
+	}
+	r := ours.Replay()
+	if r == nil {
+		t.Fatal("no replay reported")
+	}
+	t.Logf("replayed %d transactions, %d blocks, %d revoked copies skipped", r.Transactions, r.Blocks, r.Revoked)
+	if fileHash(t, crashed) != before {
+		t.Fatal("the read-only replay wrote to the image")
+	}
+	// The kernel's recovery of another copy.
+	theirs := filepath.Join(t.TempDir(), "theirs")
+	if err := os.WriteFile(theirs, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kmp := testutil.Mount(t, theirs, false)
+	opts := testutil.MountCompareOptions()
+	opts.Meta = meta
+	testutil.CompareFS(t, ours, kmp, opts)
+	ours.Close()
+	// The test means something only if the stale on-disk state
+	// differs from what the kernel recovers.
+	stale, err := ext4go.Open(crashed, &ext4go.Options{IgnoreJournal: true})
+	if err != nil {
+		t.Fatalf("the stale state does not open: %v", err)
+	}
+	if len(testutil.DiffFS(stale, kmp, opts)) == 0 {
+		t.Error("the on-disk state without the journal already equals the kernel's recovery: nothing was tested")
+	}
+	stale.Close()
+
+	// A writable open writes the replay home, resets the journal
+	// and clears needs_recovery: e2fsck is then clean and the tree
+	// is still the kernel's.
+	w, err := ext4go.Open(crashed, &ext4go.Options{Writable: true})
+	if err != nil {
+		t.Fatalf("writable open of the crashed copy: %v", err)
+	}
+	if w.Replay() == nil {
+		t.Error("the writable open reports no replay")
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(testutil.Dumpe2fs(t, crashed, "-h"), "needs_recovery") {
+		t.Error("needs_recovery is still set after the writable open")
+	}
+	testutil.RequireFsckClean(t, crashed)
+	after := openImage(t, crashed)
+	testutil.CompareFS(t, after, kmp, opts)
+}
+
+// EXT4_IOC_SHUTDOWN and its flag that commits the journal first.
+const (
+	ext4IocShutdown   = 0x8004587D // _IOR('X', 125, __u32)
+	ext4GoingLogFlush = 1
+)
+
+// TestKernelShutdown: the kernel's own crash, made with ext4's shutdown
+// ioctl (as xfs_io -x -c shutdown): committed transactions are left in
+// the journal, needs_recovery set, and a file unlinked while open on the
+// orphan list or in the orphan file. ext4go's recovery must match the
+// kernel's, and its writable open must finish the orphan as the kernel
+// does at mount.
+func TestKernelShutdown(t *testing.T) {
+	testutil.RequireMount(t)
+	for _, cfg := range []struct {
+		name string
+		args []string
+	}{
+		{"4k", []string{"-t", "ext4"}},
+		{"orphan_file", []string{"-t", "ext4", "-O", "orphan_file"}},
+		{"1k-32bit", []string{"-t", "ext4", "-b", "1024", "-O", "^64bit"}},
+		{"ext3", []string{"-t", "ext3"}},
+	} {
+		t.Run(cfg.name, func(t *testing.T) {
+			image := filepath.Join(t.TempDir(), "img")
+			testutil.Mke2fs(t, image, 64<<20, cfg.args...)
+			mp := testutil.Mount(t, image, false)
+			kernelWorkload(t, mp)
+			// Open, write and unlink: an orphan the kernel frees at its
+			// next mount.
+			orphan, err := os.Create(filepath.Join(mp, "orphan"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := orphan.Write(pattern(77, 0, 300000)); err != nil {
+				t.Fatal(err)
+			}
+			if err := orphan.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(orphan.Name()); err != nil {
+				t.Fatal(err)
+			}
+			root, err := os.Open(mp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.IoctlSetPointerInt(int(root.Fd()), ext4IocShutdown, ext4GoingLogFlush); err != nil {
+				t.Fatalf("shutdown ioctl: %v", err)
+			}
+			// The device as the shutdown left it: the unmount would still
+			// write the block device's dirty buffers (the checkpoint
+			// the crash never made) home.
+			b, err := os.ReadFile(image)
+			if err != nil {
+				t.Fatal(err)
+			}
+			root.Close()
+			orphan.Close()
+			testutil.Unmount(t, mp)
+			crashed := filepath.Join(t.TempDir(), "crashed")
+			if err := os.WriteFile(crashed, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(testutil.Dumpe2fs(t, crashed, "-h"), "needs_recovery") {
+				t.Fatal("the shut down image does not need recovery")
+			}
+			if cfg.name != "orphan_file" {
+				// The test means something only if the replay has an
+				// orphan to finish.
+				ro, err := ext4go.Open(crashed, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ro.Info().FirstOrphan == 0 {
+					t.Error("no orphan after the replay")
+				}
+				ro.Close()
+			}
+			compareRecovery(t, crashed, b)
+		})
+	}
 }

@@ -23,6 +23,15 @@ type orphanFile struct {
 	seed   uint32 // the orphan file inode's checksum seed
 	csum   bool
 	next   atomic.Uint32 // where the next search for a free slot starts
+
+	// pending are the slots a crash left filled (index, inode), for
+	// cleanupOrphans at open.
+	pending []orphanSlot
+}
+
+type orphanSlot struct {
+	idx int
+	ino uint32
 }
 
 type orphanBlock struct {
@@ -33,8 +42,8 @@ type orphanBlock struct {
 }
 
 // loadOrphanFile reads and checks the orphan file (kernel:
-// ext4_init_orphan_info). An orphan file that lists inodes means a crash
-// left work to finish, which ext4go does not do: it returns an error then.
+// ext4_init_orphan_info). Inodes it lists (a crash left work to finish)
+// are recorded in pending for cleanupOrphans.
 func (f *FS) loadOrphanFile() (*orphanFile, error) {
 	sb := f.sb
 	ino := sb.OrphanFileInum
@@ -83,11 +92,14 @@ func (f *FS) loadOrphanFile() (*orphanFile, error) {
 		if err := orphan.Verify(b, int(bs), of.csum, of.seed, ob.phys); err != nil {
 			return nil, err
 		}
-		if used := orphan.Used(b); len(used) > 0 {
-			return nil, &UnsupportedError{Feature: "orphan recovery",
-				Detail: fmt.Sprintf("the orphan file lists %d inodes to process (first %d); run e2fsck or mount it once", len(used), used[0])}
+		free := of.slots
+		for j := 0; j < of.slots; j++ {
+			if ino := orphan.Slot(b, j); ino != 0 {
+				of.pending = append(of.pending, orphanSlot{i*of.slots + j, ino})
+				free--
+			}
 		}
-		ob.free.Store(int32(of.slots))
+		ob.free.Store(int32(free))
 	}
 	return of, nil
 }

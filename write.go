@@ -115,9 +115,6 @@ func (f *FS) checkWritable() error {
 	if sb.State&super.StateError != 0 && !f.opts.AllowUnclean {
 		return &CorruptError{What: "superblock", Block: 0, Detail: "the filesystem is marked as having errors; check it with e2fsck -f first"}
 	}
-	if sb.LastOrphan != 0 {
-		return &UnsupportedError{Feature: "orphan recovery", Detail: "the filesystem has an orphan list to process; run e2fsck or mount it once"}
-	}
 	if sb.State&super.StateValid == 0 && !f.opts.AllowUnclean {
 		// Left so by a crash, a kill or a mount without a journal to
 		// replay: writing would mark it clean and hide that it needs a
@@ -147,7 +144,7 @@ func (f *FS) openWriter(inPlace txn.Committer) error {
 		f.tm.SetMaxDirty(w.journal.MaxTransaction())
 	}
 	f.startCommits()
-	return nil
+	return f.cleanupOrphans()
 }
 
 // openJournal sets up the journal writer, reading only: a filesystem

@@ -69,6 +69,9 @@ func runInfo(e *env, args []string) error {
 	if in.JournalInode != 0 {
 		row("Journal inode", in.JournalInode)
 	}
+	if in.FirstOrphan != 0 {
+		row("First orphan inode", in.FirstOrphan)
+	}
 	if j, err := fsys.Journal(); err != nil {
 		row("Journal", "unreadable: "+err.Error())
 	} else if j != nil {
