@@ -103,9 +103,6 @@ func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32,
 	logLen := int64(sb.LogEnd() - sb.First)
 	var used int64
 	for {
-		if used++; used > logLen {
-			return 0, fserr.Corrupt("journal", "the log runs on past its own start")
-		}
 		if kind != passScan && !SeqAfter(end, seq) {
 			return done()
 		}
@@ -116,6 +113,11 @@ func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32,
 		h, err := DecodeHeader(b)
 		if err != nil || h.Sequence != seq {
 			break // not a journal block of the next transaction: the end
+		}
+		// A block of the log (the one that ends it, read above, may be
+		// the first again when the log fills the whole area).
+		if used++; used > logLen {
+			return 0, fserr.Corrupt("journal", "the log runs on past its own start")
 		}
 		here := blk
 		blk = sb.NextLogBlock(blk)

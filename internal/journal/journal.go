@@ -176,10 +176,13 @@ func (j *Journal) Commit(tid uint64, blocks []txn.Block, revokes []uint64) error
 	ndesc := (len(blocks) + j.perDesc - 1) / j.perDesc
 	nrev := (len(revokes) + perRevoke - 1) / perRevoke
 	need := uint32(ndesc + len(blocks) + nrev + 1)
-	if need > uint32(j.Capacity()) {
+	// One block of the log always stays free, so that a full log never
+	// ends where it starts.
+	room := uint32(j.Capacity()) - 1
+	if need > room {
 		return fmt.Errorf("%w: %d blocks to log, %d in the journal", ErrTooBig, need, j.Capacity())
 	}
-	if uint32(j.Capacity())-j.used < need {
+	if room-j.used < need {
 		if err := j.checkpoint(tid); err != nil {
 			return err
 		}

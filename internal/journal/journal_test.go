@@ -17,7 +17,8 @@ const (
 	bs       = 1024
 	jStart   = 1000 // filesystem block of journal block 0
 	jLen     = 1024 // journal blocks: the smallest log jbd2 allows, so it wraps often
-	fsBlocks = 3000
+	fsBlocks = 2100
+	commits  = 90
 )
 
 // recDev is a memory device that records every write and flush.
@@ -93,7 +94,7 @@ func home(nr uint64) bool { return nr < jStart || nr >= jStart+jLen }
 // kept or lost) and recovers it: the filesystem blocks must equal the
 // state after some transaction k, where every transaction whose Commit
 // had returned is included and at most the one in progress is added.
-// The crash points are every flush and random records (EXT4GO_CRASH=all:
+// The crash points are every flush and 80 random records (EXT4GO_CRASH=all:
 // every record).
 func TestCrashPoints(t *testing.T) {
 	for name, set := range formats() {
@@ -116,7 +117,7 @@ func TestCrashPoints(t *testing.T) {
 			ends := []int{0}
 			magic := make([]byte, bs) // a block that must be escaped
 			magic[0], magic[1], magic[2], magic[3] = 0xc0, 0x3b, 0x39, 0x98
-			for k := 1; k <= 120; k++ {
+			for k := 1; k <= commits; k++ {
 				n := 1 + rng.IntN(70)
 				var blocks []txn.Block
 				seen := map[uint64]bool{}
@@ -157,12 +158,12 @@ func TestCrashPoints(t *testing.T) {
 			}
 			st := j.Stats()
 			t.Logf("%d commits, %d blocks, %d revokes, %d checkpoints, %d flushes, %d records", st.Commits, st.Blocks, st.Revokes, st.Checkpoints, st.Flushes, len(d.log))
-			if st.Checkpoints < 5 {
+			if st.Checkpoints < 3 {
 				t.Errorf("only %d checkpoints: the log did not wrap", st.Checkpoints)
 			}
 			// After Close the journal is empty and the blocks are home.
 			final, err := jbd2.Decode(d.data[jStart*bs : jStart*bs+1024])
-			if err != nil || final.Start != 0 || final.Sequence != 7+120 {
+			if err != nil || final.Start != 0 || final.Sequence != 7+commits {
 				t.Fatalf("closed journal superblock: %+v, %v", final, err)
 			}
 			checkState(t, d.data, states[len(states)-1], "after close")
@@ -185,7 +186,7 @@ func TestCrashPoints(t *testing.T) {
 }
 
 // cuts returns the crash points to try: right after every flush and at
-// 300 random records; EXT4GO_CRASH=all tries every record.
+// 80 random records; EXT4GO_CRASH=all tries every record.
 func cuts(log []rec, rng *rand.Rand) []int {
 	var out []int
 	if os.Getenv("EXT4GO_CRASH") == "all" {
@@ -199,7 +200,7 @@ func cuts(log []rec, rng *rand.Rand) []int {
 			out = append(out, i+1)
 		}
 	}
-	for range 300 {
+	for range 80 {
 		out = append(out, rng.IntN(len(log)+1))
 	}
 	return out
