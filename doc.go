@@ -38,6 +38,17 @@
 // prefix of its data, which it reports. After Close, every method of the
 // FS and of its Files returns an error matching fs.ErrClosed.
 //
+// Crash safety: changes to an image with a journal go through it, as the
+// kernel's jbd2 in data=ordered mode (internal/journal): a crash or kill
+// at any moment leaves each transaction wholly there or wholly absent, and
+// everything before the last Sync (or File.Sync) that returned is kept.
+// Commits happen every Options.CommitInterval, when a transaction grows to
+// a quarter of the journal, on Sync and at Close, which leaves the journal
+// empty and the image clean. An image whose journal needs recovery is read
+// as the kernel shows it after replaying it; a writable open replays it
+// home and finishes the orphans the crash left (recovery.go,
+// orphan_cleanup.go).
+//
 // Walks: FS.WalkDir and File.OpenAt read each directory through the one
 // above it, so walking a tree costs what it visits, memory grows with the
 // depth only, and a directory loop in a corrupt image is reported as

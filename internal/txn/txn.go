@@ -9,9 +9,10 @@
 // handle. Handles from many goroutines join the same running Transaction.
 // Commit closes the running transaction to new handles, waits for its open
 // handles to end, freezes a copy of every block it changed, opens the next
-// transaction, and hands the frozen copies to the Committer: today a
-// Committer that writes them in place; with jbd2 a Committer that logs them
-// first. Callers therefore never change when journalling arrives.
+// transaction, and hands the frozen copies to the Committer: InPlace
+// writes them home (no journal); internal/journal logs them first. Blocks
+// freed by a transaction are revoked in it (Handle.Revoke) when the
+// committer is a Logger that holds a copy of them.
 //
 // Data blocks of regular files do not pass through here: the filesystem
 // writes them to the device before the handle that maps them ends, which
@@ -24,6 +25,7 @@
 //   - a dirty-set shard's mu protects that shard of a transaction's
 //     changed blocks (sharded by block number, so handles changing
 //     different blocks do not meet on one lock);
+//   - a transaction's revokeMu protects its revoke set (taken alone);
 //   - a cache shard's mu protects its map;
 //   - a Buffer's mu protects its data and state.
 //
@@ -76,8 +78,8 @@ type Logger interface {
 	Logged(start, n uint64) []uint64
 }
 
-// InPlace is the Committer of a filesystem without a journal (or before
-// jbd2 support): it writes each block to its home location, then syncs.
+// InPlace is the Committer of a filesystem without a journal (and of a
+// journalled one before its journal starts and after it stops): it writes each block to its home location, then syncs.
 type InPlace struct {
 	Dev       Device
 	BlockSize int
