@@ -1,6 +1,7 @@
 package ext4go_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -247,3 +248,76 @@ func TestKernelShutdown(t *testing.T) {
 		})
 	}
 }
+
+// TestJournalLifecycle: a writable open of a journalled image marks it
+// needs_recovery (state clean, as the kernel), commits go to the log
+// (s_start set, the sequence moving), and Close leaves the journal empty
+// with the sequence after the last transaction, needs_recovery cleared,
+// e2fsck clean. With NoJournal the journal is not touched and the state
+// is "not clean" while open.
+func TestJournalLifecycle(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 32<<20, "-t", "ext4")
+	peek := func() (*ext4go.JournalInfo, string) {
+		t.Helper()
+		b, err := os.ReadFile(image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ro, err := ext4go.NewFS(bytes.NewReader(b), int64(len(b)), &ext4go.Options{IgnoreJournal: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ro.Close()
+		j, err := ro.Journal()
+		if err != nil || j == nil {
+			t.Fatalf("journal: %v, %v", j, err)
+		}
+		return j, testutil.Dumpe2fs(t, image, "-h")
+	}
+	j0, _ := peek()
+	fsys := openRW(t, image)
+	j1, h1 := peek()
+	if !strings.Contains(h1, "needs_recovery") || !strings.Contains(h1, "state:         clean") {
+		t.Errorf("while open: want needs_recovery and a clean state:\n%s", h1)
+	}
+	if err := fsys.WriteFile("a", pattern(1, 0, 50000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	j2, _ := peek()
+	if j2.Start == 0 || j2.Transactions == 0 {
+		t.Errorf("after Sync the log holds nothing: %+v (before: %+v)", j2, j1)
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j3, h3 := peek()
+	if j3.Start != 0 || !jbd2SeqAfter(j3.Sequence, j0.Sequence) || strings.Contains(h3, "needs_recovery") {
+		t.Errorf("after Close: %+v (at open: %+v)\n%s", j3, j0, h3)
+	}
+	testutil.RequireFsckClean(t, image)
+
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, NoJournal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.WriteFile("b", pattern(2, 0, 5000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	j4, h4 := peek()
+	if j4.Start != 0 || j4.Sequence != j3.Sequence || strings.Contains(h4, "needs_recovery") || !strings.Contains(h4, "not clean") {
+		t.Errorf("NoJournal: journal %+v (before %+v)\n%s", j4, j3, h4)
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+}
+
+func jbd2SeqAfter(a, b uint32) bool { return int32(a-b) > 0 }
