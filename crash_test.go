@@ -26,6 +26,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -456,4 +458,99 @@ func applyCrashOp(fsys *ext4go.FS, op crashOp) error {
 		err = cerr
 	}
 	return err
+}
+
+// failDev fails every write and flush after the first n writes, as a
+// device that died.
+type failDev struct {
+	ext4go.Device
+	left atomic.Int64
+}
+
+func (d *failDev) WriteAt(p []byte, off int64) (int, error) {
+	if d.left.Add(-1) < 0 {
+		return 0, syscall.EIO
+	}
+	return d.Device.WriteAt(p, off)
+}
+
+func (d *failDev) Sync() error {
+	if d.left.Load() < 0 {
+		return syscall.EIO
+	}
+	return d.Device.Sync()
+}
+
+// TestDeviceDies: the device fails every write from the n-th on, in the
+// middle of a workload. Operations fail with errors (no panic, no hang),
+// and what reached the device replays (by e2fsck and by ext4go) to a
+// filesystem e2fsck finds clean.
+func TestDeviceDies(t *testing.T) {
+	// How many writes the whole run makes, on a device that does not die.
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 16<<20, "-t", "ext4", "-b", "1024")
+	d, err := ext4go.OpenImageDevice(image, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := &recDev{Device: d}
+	fsys, err := ext4go.OpenDevice(rd, &ext4go.Options{Writable: true, CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, _ := crashPlan(5, 6)
+	if err := runCrashPlan(fsys, plan, func(int) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	for _, r := range rd.log {
+		if !r.flush {
+			total++
+		}
+	}
+	t.Logf("%d writes in all", total)
+	for _, n := range []int64{1, 2, 3, total / 8, total / 4, total / 2, total * 3 / 4, total - 3} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			image := filepath.Join(t.TempDir(), "img")
+			testutil.Mke2fs(t, image, 16<<20, "-t", "ext4", "-b", "1024")
+			d, err := ext4go.OpenImageDevice(image, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fd := &failDev{Device: d}
+			fd.left.Store(n)
+			fsys, err := ext4go.OpenDevice(fd, &ext4go.Options{Writable: true, CommitInterval: -1})
+			if err != nil {
+				t.Logf("open failed: %v", err)
+				d.Close()
+			} else {
+				err := runCrashPlan(fsys, plan, func(int) {})
+				t.Logf("workload: %v", err)
+				if err := fsys.Close(); err == nil {
+					t.Error("Close after the device died reports no error")
+				}
+			}
+			e2 := image + ".e2fsck"
+			copyFile(t, image, e2)
+			if out, err := exec.Command("e2fsck", "-E", "journal_only", "-y", e2).CombinedOutput(); err != nil {
+				if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() > 1 {
+					t.Errorf("e2fsck journal replay: %v\n%s", err, out)
+				}
+			}
+			if code, out := testutil.E2fsckFN(t, e2); code != 0 {
+				t.Errorf("e2fsck -fn after e2fsck's replay exits %d:\n%s", code, out)
+			}
+			w, err := ext4go.Open(image, &ext4go.Options{Writable: true})
+			if err != nil {
+				t.Fatalf("writable open after the failure: %v", err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			testutil.RequireFsckClean(t, image)
+		})
+	}
 }
