@@ -84,6 +84,7 @@ type Journal struct {
 	lastCommit uint64 // seconds of the last commit block (kept monotonic)
 	perDesc    int    // tags one descriptor block holds
 	stats      Stats
+	buf        []byte // reused by writeLog and writeHome for merged writes
 
 	loggedMu sync.Mutex
 	logged   map[uint64]uint64 // fs block -> newest txn ID with a copy in the live log
@@ -202,6 +203,7 @@ func (j *Journal) Commit(tid uint64, blocks []txn.Block, revokes []uint64) error
 		put(b)
 	}
 	crc := ^uint32(0) // v1 transaction checksum
+	v1 := sb.HasCompat(jbd2.CompatChecksum) && !sb.HasCsumV2or3()
 	for i := 0; i < len(blocks); i += j.perDesc {
 		group := blocks[i:min(i+j.perDesc, len(blocks))]
 		tags := make([]jbd2.Tag, len(group))
@@ -231,10 +233,14 @@ func (j *Journal) Commit(tid uint64, blocks []txn.Block, revokes []uint64) error
 			return err
 		}
 		put(desc)
-		crc = jbd2.TransactionCRC32(crc, desc)
+		if v1 {
+			crc = jbd2.TransactionCRC32(crc, desc)
+		}
 		for _, c := range copies {
 			put(c)
-			crc = jbd2.TransactionCRC32(crc, c)
+			if v1 {
+				crc = jbd2.TransactionCRC32(crc, c)
+			}
 		}
 	}
 	if !j.live {
@@ -259,7 +265,7 @@ func (j *Journal) Commit(tid uint64, blocks []txn.Block, revokes []uint64) error
 	}
 	j.lastCommit = sec
 	c.CommitSec, c.CommitNsec = sec, uint32(t.Nanosecond())
-	if sb.HasCompat(jbd2.CompatChecksum) && !sb.HasCsumV2or3() {
+	if v1 {
 		c.ChecksumType, c.ChecksumSize, c.Checksums[0] = jbd2.ChecksumCRC32, 4, crc
 	}
 	if err := j.writeLog([]write{{next, jbd2.EncodeCommit(sb, c)}}); err != nil {
@@ -368,7 +374,8 @@ func (j *Journal) writeSuper(start, seq uint32) error {
 
 // writeLog writes log blocks, merging runs that are contiguous on disk.
 func (j *Journal) writeLog(ws []write) error {
-	var run []byte
+	run := j.buf[:0]
+	defer func() { j.buf = run[:0] }()
 	var runStart uint64
 	var runLen int64
 	flush := func() error {
@@ -413,11 +420,12 @@ func (j *Journal) writeHome(blocks []txn.Block) error {
 		if k == i+1 {
 			_, err = j.dev.WriteAt(blocks[i].Data, int64(blocks[i].Nr)*j.bs)
 		} else {
-			buf := make([]byte, 0, int64(k-i)*j.bs)
+			buf := j.buf[:0]
 			for _, b := range blocks[i:k] {
 				buf = append(buf, b.Data...)
 			}
 			_, err = j.dev.WriteAt(buf, int64(blocks[i].Nr)*j.bs)
+			j.buf = buf[:0]
 		}
 		if err != nil {
 			return fmt.Errorf("write block %d: %w", blocks[i].Nr, err)
