@@ -405,10 +405,7 @@ func (f *FS) release(n *node, wrote bool) error {
 	if !n.orphan {
 		return nil
 	}
-	if err := f.removeOrphan(n); err != nil {
-		return err
-	}
-	return f.freeInode(n)
+	return f.removeOrphan(n, func(h handle) error { return f.freeInodeIn(h, n) })
 }
 
 // addOrphan puts n, which has lost its last link while open, on the
@@ -445,8 +442,10 @@ func (f *FS) addOrphan(h handle, n *node) error {
 	return f.writeSuper(h)
 }
 
-// removeOrphan takes n off the orphan list (kernel: ext4_orphan_del).
-// n.mu must be held.
+// removeOrphan takes n off the orphan list (kernel: ext4_orphan_del) and,
+// when then is not nil, runs then in the same handle (freeing the inode
+// there, as ext4_evict_inode does: a crash never finds an unlinked inode
+// that is on no list and not free). n.mu must be held.
 //
 // Unlinking n from the middle of the list rewrites its predecessor's
 // i_dtime, so the predecessor's inode is changed under its lock too: the
@@ -456,7 +455,7 @@ func (f *FS) addOrphan(h handle, n *node) error {
 // which is never waiting for n: list predecessors only wait for their own
 // predecessors), then the handle, then orphanMu; the predecessor is
 // checked again once everything is held.
-func (f *FS) removeOrphan(n *node) error {
+func (f *FS) removeOrphan(n *node, then func(h handle) error) error {
 	w := f.w
 	if n.orphanAt > 0 {
 		h, err := f.begin()
@@ -464,17 +463,19 @@ func (f *FS) removeOrphan(n *node) error {
 			return err
 		}
 		err = w.orphanFile.remove(h, n.orphanAt-1, n.ino)
+		if err == nil {
+			w.orphanMu.Lock()
+			delete(w.fileOrphans, n)
+			w.orphanMu.Unlock()
+			n.orphan, n.orphanAt = false, 0
+			if then != nil {
+				err = then(h)
+			}
+		}
 		if e := h.End(); err == nil {
 			err = e
 		}
-		if err != nil {
-			return err
-		}
-		w.orphanMu.Lock()
-		delete(w.fileOrphans, n)
-		w.orphanMu.Unlock()
-		n.orphan, n.orphanAt = false, 0
-		return nil
+		return err
 	}
 	for {
 		w.orphanMu.Lock()
@@ -486,7 +487,7 @@ func (f *FS) removeOrphan(n *node) error {
 		if prev != nil {
 			prev.mu.Lock()
 		}
-		done, err := f.removeOrphanLocked(n, prev)
+		done, err := f.removeOrphanLocked(n, prev, then)
 		if prev != nil {
 			prev.mu.Unlock()
 		}
@@ -513,8 +514,7 @@ func (f *FS) orphanPrev(n *node) (*node, error) {
 // removeOrphanLocked is removeOrphan with the locks of n and of prev (its
 // predecessor when the caller looked) held. It reports false if prev is
 // no longer n's predecessor.
-func (f *FS) removeOrphanLocked(n, prev *node) (bool, error) {
-	w := f.w
+func (f *FS) removeOrphanLocked(n, prev *node, then func(h handle) error) (bool, error) {
 	// The handle before orphanMu, as in addOrphan (which runs inside a
 	// handle): waiting in begin for a commit while holding orphanMu
 	// deadlocks with a handle waiting for orphanMu, which the commit
@@ -523,7 +523,19 @@ func (f *FS) removeOrphanLocked(n, prev *node) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer h.End()
+	done, err := f.unlinkOrphanLocked(h, n, prev)
+	if done && err == nil && then != nil {
+		err = then(h)
+	}
+	if e := h.End(); err == nil {
+		err = e
+	}
+	return done, err
+}
+
+// unlinkOrphanLocked is removeOrphanLocked's change to the list, in h.
+func (f *FS) unlinkOrphanLocked(h handle, n, prev *node) (bool, error) {
+	w := f.w
 	w.orphanMu.Lock()
 	defer w.orphanMu.Unlock()
 	if cur, err := f.orphanPrev(n); err != nil || cur != prev {
@@ -551,6 +563,15 @@ func (f *FS) removeOrphanLocked(n, prev *node) (bool, error) {
 		}
 	}
 	n.orphan = false
+	// Off the list, i_dtime is no longer a link (kernel: ext4_orphan_del
+	// clears NEXT_ORPHAN); an inode that lives on must not keep it.
+	if in := n.in(); in.Dtime != 0 && in.LinksCount > 0 {
+		ed := editInode(n)
+		ed.Dtime = 0
+		if err := f.setInode(h, n, ed); err != nil {
+			return false, err
+		}
+	}
 	return true, nil
 }
 
@@ -572,10 +593,7 @@ func (f *FS) releaseOrphans() error {
 			return nil
 		}
 		n.mu.Lock()
-		err := f.removeOrphan(n)
-		if err == nil {
-			err = f.freeInode(n)
-		}
+		err := f.removeOrphan(n, func(h handle) error { return f.freeInodeIn(h, n) })
 		n.mu.Unlock()
 		if err != nil {
 			return err

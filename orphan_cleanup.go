@@ -83,17 +83,14 @@ func (f *FS) cleanupOrphan(n *node) error {
 		if err := f.checkFreeable(n); err != nil {
 			return err
 		}
-		if err := f.removeOrphan(n); err != nil {
-			return err
-		}
-		return f.freeInode(n)
+		return f.removeOrphan(n, func(h handle) error { return f.freeInodeIn(h, n) })
 	}
 	if in.IsRegular() && !in.HasFlag(inode.FlagInlineData) {
 		if err := f.truncateBeyondSize(n); err != nil {
 			return err
 		}
 	}
-	return f.removeOrphan(n)
+	return f.removeOrphan(n, nil)
 }
 
 // truncateBeyondSize frees the blocks of n past i_size (kernel:

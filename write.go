@@ -319,12 +319,19 @@ func (f *FS) markChanging() error {
 }
 
 // freeBlocks frees blocks [start, start+n) in h's transaction, whatever
-// they held: their cached copies are forgotten and, where the journal holds
-// a copy of one, revoked (txn.Handle.Revoke), before the allocator takes
-// them back; it hands them out again only after the transaction commits.
+// they held: the allocator takes them back (and hands them out again only
+// after the transaction commits), then their cached copies are forgotten
+// and, where the journal holds a copy of one, revoked (txn.Handle.Revoke).
 func (f *FS) freeBlocks(h handle, start, n uint64, flags mballoc.FreeFlags) error {
+	// Free first: a refused free (corrupt range, bitmap read error) must
+	// not drop the block's changes or revoke a block that stays in use.
+	// The allocator keeps the blocks until the transaction commits, so
+	// the revoke is always in time.
+	if err := f.w.balloc.Free(h, start, n, flags); err != nil {
+		return err
+	}
 	h.Revoke(start, n)
-	return f.w.balloc.Free(h, start, n, flags)
+	return nil
 }
 
 // setError records a failure that leaves the on-disk state in doubt.
