@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -446,4 +448,57 @@ func applyHostOp(mp string, op crashOp) error {
 		return err
 	}
 	return fmt.Errorf("unknown step %q", op.kind)
+}
+
+// slowSyncDev takes delay per flush, as a slow disk.
+type slowSyncDev struct {
+	ext4go.Device
+	delay time.Duration
+}
+
+func (d *slowSyncDev) Sync() error { time.Sleep(d.delay); return d.Device.Sync() }
+
+// TestJournalBoundsTransactions: many goroutines changing a filesystem
+// with a small journal on a slow disk never grow a transaction past what
+// the journal holds (new handles wait for the commit, as the kernel's
+// start_this_handle waits for log space): no abort, e2fsck clean.
+func TestJournalBoundsTransactions(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 64<<20, "-t", "ext4", "-b", "1024", "-N", "60000")
+	d, err := ext4go.OpenImageDevice(image, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := ext4go.OpenDevice(&slowSyncDev{d, 200 * time.Millisecond}, &ext4go.Options{Writable: true, CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dir := fmt.Sprintf("d%d", g)
+			if err := fsys.Mkdir(dir, 0o755); err != nil {
+				errs <- err
+				return
+			}
+			for i := 0; i < 1500; i++ {
+				if err := fsys.WriteFile(fmt.Sprintf("%s/f%d", dir, i), []byte("x"), 0o644); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
 }

@@ -141,7 +141,7 @@ func (f *FS) openWriter(inPlace txn.Committer) error {
 	}
 	if w.journal != nil {
 		f.tm.SetCommitter(w.journal)
-		f.tm.SetMaxDirty(w.journal.MaxTransaction())
+		f.tm.SetLimits(w.journal.MaxTransaction(), w.journal.Capacity()/2)
 	}
 	f.startCommits()
 	return f.cleanupOrphans()
@@ -179,7 +179,7 @@ func (f *FS) openJournal() error {
 		return &CorruptError{What: "journal inode", Block: -1, Ino: sb.JournalInum,
 			Detail: fmt.Sprintf("the journal superblock says %d blocks, the inode maps %d", jsb.MaxLen, jf.mapped)}
 	}
-	j, err := journal.Open(f.dev, int(f.blockSize), jsb, jf.phys, f.now)
+	j, err := journal.Open(f.dev, int(f.blockSize), jsb, jf.phys, f.now, f.is64)
 	if err != nil {
 		return &CorruptError{What: "journal", Block: -1, Ino: sb.JournalInum, Detail: err.Error()}
 	}
@@ -456,8 +456,7 @@ func (f *FS) closeWriter() error {
 		// Everything is committed: write it all home, empty the log,
 		// and write the final superblock in place (kernel:
 		// jbd2_journal_destroy, then ext4_put_super's commit).
-		f.tm.SetCommitter(w.inPlace)
-		if err := w.journal.Close(); err != nil {
+		if err := f.tm.SwitchCommitter(w.inPlace, w.journal.Close); err != nil {
 			return err
 		}
 	}

@@ -125,6 +125,9 @@ func EncodeDescriptor(sb *Superblock, seq uint32, tags []Tag) ([]byte, error) {
 	tb, end := sb.TagBytes(), len(b)-sb.tail()
 	off := HeaderSize
 	for i := range tags {
+		if tags[i].Block>>32 != 0 && !sb.Is64Bit() {
+			return nil, fmt.Errorf("jbd2: logged block %d needs the 64bit feature", tags[i].Block)
+		}
 		n := tb
 		if tags[i].HasUUID() {
 			n += uuidSize

@@ -58,7 +58,11 @@ func FuzzDecode(f *testing.F) {
 
 func FuzzDecodeDescriptor(f *testing.F) {
 	for i, sb := range fuzzFormats {
-		tags := []Tag{{Block: 7, UUID: sb.UUID}, {Block: 8, Flags: FlagSameUUID | FlagEscape}, {Block: 1 << 33, Flags: FlagSameUUID | FlagLastTag, Checksum: 0xabcdef}}
+		high := uint64(9)
+		if sb.Is64Bit() {
+			high = 1 << 33
+		}
+		tags := []Tag{{Block: 7, UUID: sb.UUID}, {Block: 8, Flags: FlagSameUUID | FlagEscape}, {Block: high, Flags: FlagSameUUID | FlagLastTag, Checksum: 0xabcdef}}
 		b, err := EncodeDescriptor(sb, 3, tags)
 		if err != nil {
 			f.Fatal(err)

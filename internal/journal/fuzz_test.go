@@ -26,7 +26,7 @@ func FuzzRecoverWritten(f *testing.F) {
 		sb := newJournalSB(set)
 		copy(d.data[jStart*bs:], sb.Encode())
 		clock := time.Unix(1700000000, 0)
-		j, err := Open(d, bs, sb, phys, func() time.Time { clock = clock.Add(time.Second); return clock })
+		j, err := Open(d, bs, sb, phys, func() time.Time { clock = clock.Add(time.Second); return clock }, sb.Is64Bit())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -93,7 +93,11 @@ type Journal struct {
 // Open prepares to write through the journal whose superblock is sb (as
 // decoded from journal block 0, which phys maps). The log must be empty
 // (s_start 0: recovered or cleanly closed); the first commit makes it live.
-func Open(d Device, blockSize int, sb *jbd2.Superblock, phys Map, now func() time.Time) (*Journal, error) {
+// blocks64 says the filesystem has block numbers beyond 32 bits (ext4's
+// 64bit feature): the journal then gets 64-bit tags, as the kernel sets
+// them at mount; the revoke feature is set for the revoke blocks written.
+// Both are written with the superblock that makes the log live.
+func Open(d Device, blockSize int, sb *jbd2.Superblock, phys Map, now func() time.Time, blocks64 bool) (*Journal, error) {
 	if sb.Start != 0 {
 		return nil, fmt.Errorf("journal: the log holds transactions (s_start %d); recover it first", sb.Start)
 	}
@@ -105,12 +109,24 @@ func Open(d Device, blockSize int, sb *jbd2.Superblock, phys Map, now func() tim
 	}
 	j := &Journal{dev: d, bs: int64(blockSize), phys: phys, sb: *sb, now: now,
 		first: sb.First, end: sb.LogEnd(), seq: sb.Sequence, logged: map[uint64]uint64{}}
+	if sb.Version() < 2 {
+		// A version 1 superblock has no feature fields, so no revoke
+		// records: it becomes version 2 (with no features but those
+		// below), which every jbd2 reader understands.
+		j.sb.Header.BlockType = jbd2.BlockSuperV2
+		j.sb.FeatureCompat, j.sb.FeatureIncompat, j.sb.FeatureROCompat = 0, 0, 0
+		j.sb.NrUsers = 1
+	}
+	j.sb.FeatureIncompat |= jbd2.IncompatRevoke
+	if blocks64 {
+		j.sb.FeatureIncompat |= jbd2.Incompat64Bit
+	}
 	j.head = j.first
 	if j.end <= j.first+4 {
 		return nil, fmt.Errorf("journal: log area [%d, %d) too small", j.first, j.end)
 	}
-	tb := sb.TagBytes()
-	space := jbd2.DescriptorSpace(sb)
+	tb := j.sb.TagBytes()
+	space := jbd2.DescriptorSpace(&j.sb)
 	j.perDesc = 1 + (space-tb-16)/tb // the first tag carries the UUID
 	if j.perDesc < 1 {
 		return nil, fmt.Errorf("journal: descriptor block has no room for tags")

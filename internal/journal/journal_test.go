@@ -106,7 +106,7 @@ func TestCrashPoints(t *testing.T) {
 			copy(d.data[jStart*bs:], sb.Encode())
 			base := bytes.Clone(d.data)
 			clock := time.Unix(1700000000, 0)
-			j, err := Open(d, bs, sb, phys, func() time.Time { clock = clock.Add(time.Millisecond); return clock })
+			j, err := Open(d, bs, sb, phys, func() time.Time { clock = clock.Add(time.Millisecond); return clock }, sb.Is64Bit())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -294,14 +294,14 @@ func checkState(t *testing.T, img []byte, state map[uint64][]byte, when string) 
 func TestOpenRefuses(t *testing.T) {
 	sb := newJournalSB(func(*jbd2.Superblock) {})
 	sb.Start = 3
-	if _, err := Open(&recDev{data: make([]byte, fsBlocks*bs)}, bs, sb, phys, nil); err == nil {
+	if _, err := Open(&recDev{data: make([]byte, fsBlocks*bs)}, bs, sb, phys, nil, false); err == nil {
 		t.Error("a journal with a log to recover was opened for writing")
 	}
 	sb.Start = 0
-	if _, err := Open(&recDev{data: make([]byte, fsBlocks*bs)}, 4096, sb, phys, nil); err == nil {
+	if _, err := Open(&recDev{data: make([]byte, fsBlocks*bs)}, 4096, sb, phys, nil, false); err == nil {
 		t.Error("a block size mismatch was accepted")
 	}
-	j, err := Open(&recDev{data: make([]byte, fsBlocks*bs)}, bs, sb, phys, nil)
+	j, err := Open(&recDev{data: make([]byte, fsBlocks*bs)}, bs, sb, phys, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -131,6 +131,7 @@ type Manager struct {
 
 	committing atomic.Bool
 	maxDirty   atomic.Int64 // Options.MaxDirty, or as SetMaxDirty set it
+	hardLimit  atomic.Int64 // a transaction this big takes no new handle until committed; 0: none
 }
 
 // Transaction is a group of changes that reach the disk together.
@@ -139,6 +140,7 @@ type Transaction struct {
 	updates atomic.Int64 // open handles
 	locked  atomic.Bool  // closed to new handles by Commit
 	ndirty  atomic.Int64 // blocks in dirty, read without the shard locks
+	nrevoke atomic.Int64 // revoke records, read without revokeMu
 
 	dirty [dirtyShards]dirtyShard
 
@@ -224,12 +226,33 @@ func (m *Manager) SetCommitter(c Committer) {
 	m.commitMu.Unlock()
 }
 
-// SetMaxDirty changes Options.MaxDirty (a journal bounds transactions by
-// its size).
-func (m *Manager) SetMaxDirty(n int) {
-	if n > 0 {
-		m.maxDirty.Store(int64(n))
+// SetLimits bounds transactions for a journal of limited size: ending a
+// handle commits once the transaction has soft changed blocks
+// (Options.MaxDirty), and a new handle waits for a commit while the
+// running transaction is at hard (kernel: start_this_handle waiting for
+// log space), so handles in flight cannot grow a transaction past what the
+// journal holds. Revoke records count as 1/128 of a block.
+func (m *Manager) SetLimits(soft, hard int) {
+	if soft > 0 {
+		m.maxDirty.Store(int64(soft))
 	}
+	m.hardLimit.Store(int64(max(hard, 0)))
+}
+
+// size is the transaction's weight against the limits.
+func (t *Transaction) size() int64 { return t.ndirty.Load() + t.nrevoke.Load()/128 }
+
+// SwitchCommitter runs stop (closing a journal) and makes c the committer
+// with no commit in between: a commit waiting meanwhile goes through c,
+// never through a committer half stopped.
+func (m *Manager) SwitchCommitter(c Committer, stop func() error) error {
+	m.commitMu.Lock()
+	defer m.commitMu.Unlock()
+	if err := stop(); err != nil {
+		return err
+	}
+	m.committer.Store(&c)
+	return nil
 }
 
 func (m *Manager) committerNow() Committer { return *m.committer.Load() }
@@ -260,6 +283,12 @@ func (m *Manager) Begin() (*Handle, error) {
 			return nil, err
 		}
 		t := m.running.Load()
+		if hard := m.hardLimit.Load(); hard > 0 && t.size() >= hard && !t.locked.Load() {
+			if err := m.commitFull(t); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if !t.locked.Load() {
 			t.updates.Add(1)
 			// Commit sets locked before it reads updates, and we read
@@ -277,6 +306,25 @@ func (m *Manager) Begin() (*Handle, error) {
 		}
 		m.mu.Unlock()
 	}
+}
+
+// commitFull commits t, which reached the hard limit, or waits while
+// another goroutine does.
+func (m *Manager) commitFull(t *Transaction) error {
+	if m.committing.CompareAndSwap(false, true) {
+		err := m.Commit()
+		m.committing.Store(false)
+		m.mu.Lock()
+		m.cond.Broadcast()
+		m.mu.Unlock()
+		return err
+	}
+	m.mu.Lock()
+	for m.running.Load() == t && m.committing.Load() && m.Err() == nil {
+		m.cond.Wait()
+	}
+	m.mu.Unlock()
+	return nil
 }
 
 // endUpdate ends one open handle of t, waking a commit waiting for the
@@ -343,8 +391,12 @@ func (h *Handle) modify(nr uint64, fresh bool, fn func(b []byte) error) error {
 // cancelRevoke drops a revoke of nr recorded earlier in t: t logs the
 // block again, and its copy must replay (kernel: jbd2_journal_cancel_revoke).
 func (t *Transaction) cancelRevoke(nr uint64) {
+	if t.nrevoke.Load() == 0 {
+		return
+	}
 	t.revokeMu.Lock()
 	delete(t.revokes, nr)
+	t.nrevoke.Store(int64(len(t.revokes)))
 	t.revokeMu.Unlock()
 }
 
@@ -372,6 +424,7 @@ func (h *Handle) Revoke(start, n uint64) {
 		for _, nr := range logged {
 			t.revokes[nr] = struct{}{}
 		}
+		t.nrevoke.Store(int64(len(t.revokes)))
 		t.revokeMu.Unlock()
 	}
 }
