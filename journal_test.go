@@ -485,7 +485,7 @@ func TestJournalBoundsTransactions(t *testing.T) {
 				return
 			}
 			for i := 0; i < 1500; i++ {
-				if err := fsys.WriteFile(fmt.Sprintf("%s/f%d", dir, i), []byte("x"), 0o644); err != nil {
+				if err := fsys.WriteFile(fmt.Sprintf("%s/f%d", dir, i), nil, 0o644); err != nil {
 					errs <- err
 					return
 				}
