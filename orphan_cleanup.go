@@ -7,66 +7,105 @@ import (
 	"github.com/ext4go/ext4go/internal/inode"
 )
 
-// cleanupOrphans finishes what a crash interrupted, as the kernel does at
-// mount (kernel: ext4_orphan_cleanup): every inode on the orphan list
-// (s_last_orphan, chained through i_dtime) and in the orphan file was
-// unlinked while open, and is freed, or, when it still has links, was
-// being truncated, and loses its blocks past i_size. It runs in the
-// writable open, through the journal, before any other change; the list
-// is checked for inodes out of range, repeats and loops first, and a bad
-// one stops the open with nothing changed.
-func (f *FS) cleanupOrphans() error {
-	w := f.w
-	var list []*node
+// orphanWork is what a crash left on the orphan list and in the orphan
+// file, checked (collectOrphans) before anything is changed.
+type orphanWork struct {
+	list  []*node      // the orphan list, head first
+	slots []orphanSlot // filled orphan file slots
+	nodes []*node      // the slots' inodes, in order
+}
+
+// collectOrphans reads and checks the orphan list (s_last_orphan, chained
+// through i_dtime) and the filled orphan file slots as the kernel's
+// ext4_orphan_get does: each inode in range (not reserved), in use in its
+// group's inode bitmap, listed once, the list without a loop. It changes
+// nothing; a bad entry is a CorruptError that says to run e2fsck.
+func (f *FS) collectOrphans() (*orphanWork, error) {
+	wk := &orphanWork{}
 	seen := map[uint32]bool{}
-	for ino := f.sb.LastOrphan; ino != 0; {
-		if ino < f.sb.FirstInode() && ino != rootIno || ino > f.sb.InodesCount {
-			return &CorruptError{What: "orphan list", Block: -1, Ino: ino, Detail: "inode number out of range; check it with e2fsck -f"}
+	check := func(what string, ino uint32) (*node, error) {
+		if ino < f.sb.FirstInode() || ino > f.sb.InodesCount {
+			return nil, &CorruptError{What: what, Block: -1, Ino: ino, Detail: "inode number out of range; check it with e2fsck -f"}
 		}
 		if seen[ino] {
-			return &CorruptError{What: "orphan list", Block: -1, Ino: ino, Detail: "the list loops; check it with e2fsck -f"}
+			return nil, &CorruptError{What: what, Block: -1, Ino: ino, Detail: "inode listed twice (a loop); check it with e2fsck -f"}
 		}
 		seen[ino] = true
+		used, err := f.inodeInUse(ino)
+		if err != nil {
+			return nil, err
+		}
+		if !used {
+			return nil, &CorruptError{What: what, Block: -1, Ino: ino, Detail: "inode is free in its bitmap; check it with e2fsck -f"}
+		}
 		n, err := f.inode(ino)
 		if err != nil {
-			return fmt.Errorf("orphan list: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		list = append(list, n)
+		if in := n.in(); in.LinksCount == 0 {
+			if err := f.checkFreeable(n); err != nil {
+				return nil, fmt.Errorf("%s: inode %d: %w", what, ino, err)
+			}
+		}
+		return n, nil
+	}
+	for ino := f.sb.LastOrphan; ino != 0; {
+		n, err := check("orphan list", ino)
+		if err != nil {
+			return nil, err
+		}
+		wk.list = append(wk.list, n)
 		ino = n.in().Dtime
 	}
-	var fileSlots []orphanSlot
-	if of := w.orphanFile; of != nil {
-		fileSlots, of.pending = of.pending, nil
+	if of := f.w.orphanFile; of != nil {
+		for _, s := range of.pending {
+			n, err := check("orphan file", s.ino)
+			if err != nil {
+				return nil, err
+			}
+			wk.slots = append(wk.slots, s)
+			wk.nodes = append(wk.nodes, n)
+		}
 	}
-	if len(list) == 0 && len(fileSlots) == 0 {
+	return wk, nil
+}
+
+// inodeInUse reports whether ino's bit is set in its group's inode bitmap.
+func (f *FS) inodeInUse(ino uint32) (bool, error) {
+	g := (ino - 1) / f.sb.InodesPerGroup
+	idx := (ino - 1) % f.sb.InodesPerGroup
+	b, err := inodeStore{f}.ReadInodeBitmap(g)
+	if err != nil {
+		return false, err
+	}
+	return b[idx/8]&(1<<(idx%8)) != 0, nil
+}
+
+// cleanupOrphans finishes what a crash interrupted, as the kernel does at
+// mount (kernel: ext4_orphan_cleanup): every inode collectOrphans found
+// was unlinked while open, and is freed, or, when it still has links, was
+// being truncated, and loses its blocks past i_size. It runs in the
+// writable open, through the journal, before any other change.
+func (f *FS) cleanupOrphans(wk *orphanWork) error {
+	w := f.w
+	if len(wk.list) == 0 && len(wk.slots) == 0 {
 		return nil
 	}
 	w.orphanMu.Lock()
-	for _, n := range list {
+	for _, n := range wk.list {
 		n.orphan = true
 	}
-	f.orphans = append(f.orphans, list...)
-	w.orphanMu.Unlock()
-	for _, s := range fileSlots {
-		if s.ino > f.sb.InodesCount || seen[s.ino] {
-			return &CorruptError{What: "orphan file", Block: -1, Ino: s.ino, Detail: "inode out of range or listed twice; check it with e2fsck -f"}
-		}
-		seen[s.ino] = true
-		n, err := f.inode(s.ino)
-		if err != nil {
-			return fmt.Errorf("orphan file: %w", err)
-		}
-		w.orphanMu.Lock()
+	f.orphans = append(f.orphans, wk.list...)
+	for i, s := range wk.slots {
+		n := wk.nodes[i]
 		w.fileOrphans[n] = struct{}{}
 		n.orphan, n.orphanAt = true, s.idx+1
-		w.orphanMu.Unlock()
 	}
-	all := append([]*node(nil), list...)
-	for _, s := range fileSlots {
-		n, _ := f.inode(s.ino)
-		all = append(all, n)
+	w.orphanMu.Unlock()
+	if of := w.orphanFile; of != nil {
+		of.pending = nil
 	}
-	for _, n := range all {
+	for _, n := range append(append([]*node(nil), wk.list...), wk.nodes...) {
 		if err := f.cleanupOrphan(n); err != nil {
 			return fmt.Errorf("orphan inode %d: %w", n.ino, err)
 		}
@@ -80,9 +119,6 @@ func (f *FS) cleanupOrphan(n *node) error {
 	defer n.mu.Unlock()
 	in := n.in()
 	if in.LinksCount == 0 {
-		if err := f.checkFreeable(n); err != nil {
-			return err
-		}
 		return f.removeOrphan(n, func(h handle) error { return f.freeInodeIn(h, n) })
 	}
 	if in.IsRegular() && !in.HasFlag(inode.FlagInlineData) {

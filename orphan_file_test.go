@@ -2,12 +2,15 @@ package ext4go_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ext4go/ext4go"
 	"github.com/ext4go/ext4go/internal/inode"
@@ -131,5 +134,77 @@ func TestOrphanFile(t *testing.T) {
 	sb, listed = orphanState(t, image)
 	if len(listed) != 0 || sb.LastOrphan != 0 || sb.HasROCompat(super.ROCompatOrphanPresent) {
 		t.Fatalf("after close: orphan file lists %v, last orphan %d, orphan_present %v", listed, sb.LastOrphan, sb.HasROCompat(super.ROCompatOrphanPresent))
+	}
+}
+
+// TestBadOrphanList: an orphan list naming a reserved inode, a free inode,
+// or looping, is refused by the writable open before anything is written
+// (the image stays byte for byte as it was, no goroutine is left behind),
+// with or without a journal.
+func TestBadOrphanList(t *testing.T) {
+	for _, journal := range []string{"has_journal", "^has_journal"} {
+		for _, c := range []struct {
+			name string
+			cmds []string
+		}{
+			{"reserved", []string{"ssv last_orphan 5"}},
+			{"free", []string{"ssv last_orphan 40"}},
+			{"loop", []string{"write /dev/null a", "write /dev/null b", "sif a dtime 13", "sif b dtime 12", "ssv last_orphan 12"}},
+		} {
+			t.Run(journal+"-"+c.name, func(t *testing.T) {
+				image := filepath.Join(t.TempDir(), "img")
+				testutil.Mke2fs(t, image, 16<<20, "-t", "ext4", "-O", journal)
+				testutil.DebugfsWrite(t, image, c.cmds...)
+				before, _ := os.ReadFile(image)
+				goroutines := runtime.NumGoroutine()
+				_, err := ext4go.Open(image, &ext4go.Options{Writable: true, CommitInterval: 10 * time.Millisecond})
+				if !errors.Is(err, ext4go.ErrCorrupt) {
+					t.Fatalf("writable open: %v, want a corruption error", err)
+				}
+				t.Logf("refused: %v", err)
+				time.Sleep(50 * time.Millisecond)
+				if after, _ := os.ReadFile(image); !bytes.Equal(before, after) {
+					t.Error("the refused open changed the image")
+				}
+				if n := runtime.NumGoroutine(); n > goroutines {
+					t.Errorf("%d goroutines after the refused open, %d before", n, goroutines)
+				}
+			})
+		}
+	}
+}
+
+// TestLinkedOrphanTruncated: an orphan that still has links is a truncate
+// a crash cut short (the kernel lists the inode while it truncates): the
+// writable open frees its blocks past i_size, takes it off the list with
+// i_dtime cleared, and e2fsck is clean.
+func TestLinkedOrphanTruncated(t *testing.T) {
+	for _, fsType := range []string{"ext4", "ext3"} {
+		t.Run(fsType, func(t *testing.T) {
+			dir := t.TempDir()
+			image := filepath.Join(dir, "img")
+			testutil.Mke2fs(t, image, 16<<20, "-t", fsType)
+			src := filepath.Join(dir, "data")
+			if err := os.WriteFile(src, pattern(3, 0, 200000), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			testutil.DebugfsWrite(t, image, "write "+src+" a", "write "+src+" b", "sif a size 1000", "sif a dtime 13", "ssv last_orphan 12")
+			fsys := openRW(t, image)
+			if err := fsys.Close(); err != nil {
+				t.Fatal(err)
+			}
+			testutil.RequireFsckClean(t, image)
+			ro := openImage(t, image)
+			if got, err := ro.ReadFile("a"); err != nil || !bytes.Equal(got, pattern(3, 0, 1000)) {
+				t.Errorf("truncated orphan a: %d bytes, %v", len(got), err)
+			}
+			if got, err := ro.ReadFile("b"); err != nil || !bytes.Equal(got, pattern(3, 0, 200000)) {
+				t.Errorf("orphan b: %d bytes, %v", len(got), err)
+			}
+			fi, _ := ro.Lstat("a")
+			if st := fi.Sys().(*ext4go.Stat); st.Blocks > 8 {
+				t.Errorf("a keeps %d sectors past its size", st.Blocks)
+			}
+		})
 	}
 }

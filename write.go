@@ -136,6 +136,15 @@ func (f *FS) openWriter(inPlace txn.Committer) error {
 	if err := f.openJournal(); err != nil {
 		return err
 	}
+	orphans, err := f.collectOrphans()
+	if err != nil {
+		return err
+	}
+	// The superblock as it is on disk, for a cleanup that fails.
+	before := make([]byte, super.Size)
+	if err := f.readFull(before, super.Offset, "superblock"); err != nil {
+		return err
+	}
 	if err := f.markChanging(); err != nil {
 		return err
 	}
@@ -143,8 +152,22 @@ func (f *FS) openWriter(inPlace txn.Committer) error {
 		f.tm.SetCommitter(w.journal)
 		f.tm.SetLimits(w.journal.MaxTransaction(), w.journal.Capacity()/2)
 	}
+	commits := f.tm.Commits()
+	if err := f.cleanupOrphans(orphans); err != nil {
+		// Nothing of the cleanup committed: put the superblock back as
+		// it was, so the failed open leaves the image unchanged.
+		// (Otherwise what committed is whole, and a replay finishes
+		// it.)
+		f.tm.Abort(err)
+		if f.tm.Commits() == commits {
+			if _, werr := f.dev.WriteAt(before, super.Offset); werr == nil {
+				f.dev.Sync()
+			}
+		}
+		return err
+	}
 	f.startCommits()
-	return f.cleanupOrphans()
+	return nil
 }
 
 // openJournal sets up the journal writer, reading only: a filesystem

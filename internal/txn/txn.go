@@ -129,9 +129,10 @@ type Manager struct {
 	hooksMu sync.Mutex
 	hooks   []func(tid uint64)
 
-	committing atomic.Bool
-	maxDirty   atomic.Int64 // Options.MaxDirty, or as SetMaxDirty set it
-	hardLimit  atomic.Int64 // a transaction this big takes no new handle until committed; 0: none
+	committing  atomic.Bool
+	maxDirty    atomic.Int64 // Options.MaxDirty, or as SetMaxDirty set it
+	hardLimit   atomic.Int64 // a transaction this big takes no new handle until committed; 0: none
+	commitCount atomic.Int64 // transactions handed to a committer
 }
 
 // Transaction is a group of changes that reach the disk together.
@@ -574,6 +575,7 @@ func (m *Manager) Commit() error {
 	slices.Sort(revokes)
 	var err error
 	if len(blocks) > 0 || len(revokes) > 0 {
+		m.commitCount.Add(1)
 		err = committer.Commit(t.tid, blocks, revokes)
 	}
 	for _, b := range frozen {
@@ -594,6 +596,16 @@ func (m *Manager) Commit() error {
 	}
 	m.cache.trim()
 	return nil
+}
+
+// Commits returns how many transactions have been handed to a committer.
+func (m *Manager) Commits() int64 { return m.commitCount.Load() }
+
+// Abort stops the manager without committing what is running: every later
+// Begin and Commit returns an error wrapping ErrAborted and cause.
+func (m *Manager) Abort(cause error) {
+	aborted := fmt.Errorf("%w: %v", ErrAborted, cause)
+	m.err.CompareAndSwap(nil, &aborted)
 }
 
 // Err returns the error that aborted the manager, if any.
