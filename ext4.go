@@ -94,6 +94,8 @@ type FS struct {
 
 	replay *JournalReplay // the in-memory journal replay of a read-only open, or nil
 
+	zone atomic.Pointer[systemZone] // fixed metadata the allocator must not touch (writable opens)
+
 	// fault, when set (by tests), is asked before every block and inode
 	// allocation and block read whether to fail it (fault injection).
 	fault atomic.Pointer[func(kind string) error]

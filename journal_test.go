@@ -2,12 +2,15 @@ package ext4go_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -501,4 +504,60 @@ func TestJournalBoundsTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.RequireFsckClean(t, image)
+}
+
+// TestJournalBlocksProtected: on a corrupt image whose block bitmap marks
+// the journal's blocks free, no file data is placed in the journal (the
+// allocator's system zone, as the kernel's block_validity): writes fail
+// as corruption or land elsewhere, and the journal is never overwritten.
+func TestJournalBlocksProtected(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 64<<20, "-t", "ext4")
+	first, err := strconv.ParseUint(strings.TrimSpace(testutil.Debugfs(t, image, "bmap <8> 0")), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const jlen = 1024 // at least the first 1024 journal blocks are contiguous here
+	// Free in the bitmap and in the group's count, consistently, so the
+	// allocator believes the blocks are free.
+	g := (first - 1) / 8192
+	free := 0
+	for _, l := range strings.Split(testutil.Dumpe2fs(t, image), "\n") {
+		if strings.HasPrefix(l, fmt.Sprintf("Group %d:", g)) {
+			free = -1
+		}
+		if free == -1 && strings.Contains(l, "free blocks,") {
+			fmt.Sscanf(strings.TrimSpace(l), "%d", &free)
+			break
+		}
+	}
+	testutil.DebugfsWrite(t, image, fmt.Sprintf("freeb %d %d", first, jlen),
+		fmt.Sprintf("set_bg %d free_blocks_count %d", g, free+jlen), fmt.Sprintf("set_bg %d checksum calc", g))
+	fsys := openRW(t, image)
+	buf := pattern(1, 0, 64<<10)
+	corrupt := 0
+	for i := 0; i < 2000; i++ {
+		name := fmt.Sprintf("f%d", i)
+		if err := fsys.WriteFile(name, buf, 0o644); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				break
+			}
+			if !errors.Is(err, ext4go.ErrCorrupt) {
+				t.Fatalf("write %s: %v", name, err)
+			}
+			corrupt++
+			continue
+		}
+		exts, err := fsys.Extents(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range exts {
+			if e.Physical < first+jlen && first < e.Physical+e.Length {
+				t.Fatalf("%s has blocks %d+%d inside the journal at %d+%d", name, e.Physical, e.Length, first, jlen)
+			}
+		}
+	}
+	t.Logf("%d writes refused as corruption", corrupt)
+	fsys.Close()
 }

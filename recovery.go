@@ -56,6 +56,7 @@ type journalFile struct {
 	phys   func(nr uint32) (uint64, error)
 	phys0  uint64 // filesystem block holding journal block 0
 	mapped uint64 // journal blocks [0, mapped) are all mapped
+	runs   []run  // the journal inode's block runs
 }
 
 // openJournalFile maps the journal inode and decodes its superblock.
@@ -83,7 +84,7 @@ func (f *FS) openJournalFile() (*journalFile, error) {
 		}
 		return p, nil
 	}
-	jf := &journalFile{phys: phys}
+	jf := &journalFile{phys: phys, runs: runs}
 	if jf.phys0, err = phys(0); err != nil {
 		return nil, err
 	}
