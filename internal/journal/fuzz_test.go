@@ -14,7 +14,7 @@ import (
 // FuzzRecoverWritten writes a journal with this package (a format and
 // transactions chosen by the input), leaves it as a crash would, corrupts
 // log bytes where the input says, and recovers it: recovery must never
-// panic or run away, and what it replays must lie in the filesystem.
+// panic or run away, and every replayed copy is one whole block.
 func FuzzRecoverWritten(f *testing.F) {
 	f.Add(uint8(0), uint64(1), []byte{})
 	f.Add(uint8(2), uint64(7), []byte{0, 0, 1, 0, 0xff})
@@ -80,8 +80,10 @@ func FuzzRecoverWritten(f *testing.F) {
 		if err != nil {
 			return
 		}
+		// Block numbers are whatever the (damaged, perhaps unchecksummed)
+		// tags say: the filesystem checks them against its size.
 		for nr, b := range r.Blocks {
-			if len(b) != bs || nr >= 1<<48 {
+			if len(b) != bs {
 				t.Fatalf("replayed block %d of %d bytes", nr, len(b))
 			}
 		}
