@@ -454,6 +454,34 @@ func (f *FS) Sync() error {
 	return f.tm.Commit()
 }
 
+// syncFile makes a file's changes durable (fsync): the running
+// transaction is committed (the commit flushes the data written before
+// it); when it changed nothing, only the device is flushed. Unlike
+// Sync it does not log the superblock's free counts, which the next open
+// or Close recomputes (kernel: ext4_sync_file, jbd2_complete_transaction).
+func (f *FS) syncFile() error {
+	if f.closed.Load() {
+		return fs.ErrClosed
+	}
+	if f.w == nil {
+		return nil
+	}
+	if err := f.firstError(); err != nil {
+		return err
+	}
+	// Commit waits for a commit in progress (which may hold the file's
+	// changes) and commits what is running; when that was nothing, the
+	// data written since the last commit still needs a flush.
+	before := f.tm.Commits()
+	if err := f.tm.Commit(); err != nil {
+		return err
+	}
+	if f.tm.Commits() != before {
+		return nil
+	}
+	return f.dev.Sync()
+}
+
 func (f *FS) firstError() error {
 	f.errMu.Lock()
 	defer f.errMu.Unlock()
