@@ -22,7 +22,11 @@ import (
 // with no links and no open Files (dropLink, the last release of an
 // orphan): freeInodeIn sets node.freed and drops the node from the cache
 // before the number goes back to the inode allocator. From then on the
-// node is stale: its number may belong to a new node of another file.
+// node is stale: its number may belong to a new node of another file. An
+// orphan is taken off its list and freed in one transaction handle, so a
+// crash finds it either listed (the next writable open frees it, as the
+// kernel's mount does: cleanupOrphans) or free, never both unlinked and
+// unlisted.
 //
 // Acting. Every operation that changes an inode, or reads what it points
 // at, takes the node's mu and then checks it (named for operations by
