@@ -39,25 +39,33 @@ type Recovery struct {
 // revoke records, and a replay of the tagged blocks not revoked by a
 // later-or-same transaction. It reads the journal only and returns what
 // the replay would write; it writes nothing. A journal with nothing to
-// replay (s_start 0) gives an empty Recovery. Fast-commit blocks are not
-// replayed: such a journal is refused with an error that says so.
+// replay (s_start 0) gives an empty Recovery. Fast commits are not
+// replayed: a journal holding committed ones (ScanFastCommits) is refused
+// with an error that says so; a stale fast-commit area is ignored.
 func Recover(sb *Superblock, read ReadLog) (*Recovery, error) {
 	r := &Recovery{Blocks: map[uint64][]byte{}, StartSeq: sb.Sequence, EndSeq: sb.Sequence}
 	if sb.Start == 0 {
 		return r, nil
-	}
-	if first, end := sb.FastCommitArea(); end > first && sb.HasIncompat(IncompatFastCommit) {
-		// Fast commits are only replayed after the full ones; without
-		// that, a replay would lose their changes.
-		if b, err := read(first); err == nil && len(b) >= 4 && (b[0]|b[1]|b[2]|b[3]) != 0 {
-			return nil, &fserr.UnsupportedError{Feature: "journal fast commits", Detail: "the journal holds fast-commit blocks to replay"}
-		}
 	}
 	end, err := r.pass(sb, read, passScan, 0, nil)
 	if err != nil {
 		return nil, err
 	}
 	r.EndSeq = end
+	if sb.HasIncompat(IncompatFastCommit) {
+		// Fast commits of the transaction after the last full one are
+		// replayed after the full ones; without that, a replay would
+		// lose their changes. A stale fast-commit area (another
+		// transaction's) is ignored, as the kernel ignores it.
+		fc, err := ScanFastCommits(sb, read, end)
+		switch {
+		case err != nil:
+			return nil, &fserr.UnsupportedError{Feature: "journal fast commits", Detail: err.Error()}
+		case fc != nil && len(fc.Tags) > 0:
+			return nil, &fserr.UnsupportedError{Feature: "journal fast commits",
+				Detail: fmt.Sprintf("the journal holds %d fast-commit records of transaction %d to replay; ext4go does not replay fast commits yet", len(fc.Tags), fc.Tid)}
+		}
+	}
 	revoked := map[uint64]uint32{} // block -> newest transaction revoking it
 	if _, err := r.pass(sb, read, passRevoke, end, revoked); err != nil {
 		return nil, err
