@@ -168,6 +168,13 @@ func detach(dev string) error {
 		if r = run(findTool("losetup"), "-d", dev); r.exit == 0 {
 			return nil
 		}
+		// ENXIO: the device is no longer attached, the state wanted. A
+		// detach refused while something briefly had the device open
+		// (a probe after the unmount) turns into auto-clear, and the
+		// device goes by itself.
+		if strings.Contains(r.stderr, "No such device or address") {
+			return nil
+		}
 		time.Sleep(time.Duration(i+1) * 50 * time.Millisecond)
 	}
 	return errors.New(r.describe("losetup", []string{"-d", dev}))
