@@ -65,6 +65,22 @@ func (d *recDev) Sync() error {
 	return nil
 }
 
+// openRecorded opens image for writing through a recording device, with
+// commits only when asked (Sync, size).
+func openRecorded(t *testing.T, image string) (*ext4go.FS, *recDev) {
+	t.Helper()
+	d, err := ext4go.OpenImageDevice(image, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := &recDev{Device: d}
+	fsys, err := ext4go.OpenDevice(rd, &ext4go.Options{Writable: true, CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fsys, rd
+}
+
 func (d *recDev) mark() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -158,15 +174,7 @@ func crashRun(t *testing.T, cfg crashConfig, seed uint64, points int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := ext4go.OpenImageDevice(image, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rd := &recDev{Device: d}
-	fsys, err := ext4go.OpenDevice(rd, &ext4go.Options{Writable: true, CommitInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fsys, rd := openRecorded(t, image)
 	rng := rand.New(rand.NewPCG(seed, 99))
 	plan, states := crashPlan(seed, 10)
 	// marks[p] is the log position when phase p+1's Sync returned.
@@ -503,15 +511,7 @@ func TestDeviceDies(t *testing.T) {
 	// How many writes the whole run makes, on a device that does not die.
 	image := filepath.Join(t.TempDir(), "img")
 	testutil.Mke2fs(t, image, 16<<20, "-t", "ext4", "-b", "1024")
-	d, err := ext4go.OpenImageDevice(image, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rd := &recDev{Device: d}
-	fsys, err := ext4go.OpenDevice(rd, &ext4go.Options{Writable: true, CommitInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fsys, rd := openRecorded(t, image)
 	plan, _ := crashPlan(5, 6)
 	if err := runCrashPlan(fsys, plan, func(int) {}); err != nil {
 		t.Fatal(err)

@@ -554,13 +554,7 @@ func (f *FS) truncate(n *node, size int64) error {
 	defer h.End()
 	in := editInode(n)
 	if size < int64(in.Size) {
-		s := &extStore{f: f, h: h, ino: n.ino}
-		if first < extent.MaxLogical {
-			if err := f.editor(n, in, s).Remove(uint32(first), extent.MaxLogical); err != nil {
-				return err
-			}
-		}
-		if err := f.addBlocks(in, s.delta); err != nil {
+		if err := f.removeBlocksFrom(h, n, in, first); err != nil {
 			return err
 		}
 		// Keep "bytes past i_size in the last block are zero" true; after
@@ -575,6 +569,19 @@ func (f *FS) truncate(n *node, size int64) error {
 	now := inode.FromTime(f.now())
 	in.Mtime, in.Ctime = now, now
 	return f.setInode(h, n, in)
+}
+
+// removeBlocksFrom unmaps and frees n's blocks from logical block first
+// to the end, in h, and takes them off in's block count. n.mu must be
+// held exclusively, and prepareFree called for first.
+func (f *FS) removeBlocksFrom(h handle, n *node, in *inode.Inode, first uint64) error {
+	s := &extStore{f: f, h: h, ino: n.ino}
+	if first < extent.MaxLogical {
+		if err := f.editor(n, in, s).Remove(uint32(first), extent.MaxLogical); err != nil {
+			return err
+		}
+	}
+	return f.addBlocks(in, s.delta)
 }
 
 // Fallocate modes (Linux FALLOC_FL_*).

@@ -147,11 +147,7 @@ func (f *FS) truncateBeyondSize(n *node) error {
 	}
 	defer h.End()
 	in := editInode(n)
-	s := &extStore{f: f, h: h, ino: n.ino}
-	if err := f.editor(n, in, s).Remove(uint32(first), extent.MaxLogical); err != nil {
-		return err
-	}
-	if err := f.addBlocks(in, s.delta); err != nil {
+	if err := f.removeBlocksFrom(h, n, in, first); err != nil {
 		return err
 	}
 	return f.setInode(h, n, in)
