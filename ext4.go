@@ -54,6 +54,9 @@ type Options struct {
 	// default 5 s; negative: only on Sync, Close and when a transaction
 	// grows large).
 	CommitInterval time.Duration
+	// replaying opens the view a fast-commit replay changes: no orphan
+	// cleanup, no periodic commits.
+	replaying bool
 	// UID and GID own the inodes OpenFile, Mkdir, Symlink and Mknod make
 	// (default 0:0, root); in a setgid directory the group is the
 	// directory's, as on Linux.
@@ -196,14 +199,24 @@ func newFS(d dev.Device, opts *Options, reproducible bool) (*FS, error) {
 			return nil, fmt.Errorf("%w: %w (Options.IgnoreJournal reads the on-disk state without it)", ErrJournalReplay, err)
 		}
 		rec := j.rec
+		if rec.FastCommits != nil {
+			fcBlocks, err := f.replayFastCommits(d, rec)
+			if err != nil {
+				return nil, fmt.Errorf("%w: replaying the fast commits: %w", ErrJournalReplay, err)
+			}
+			j.addBlocks(fcBlocks)
+		}
 		o := f.opts
 		o.IgnoreJournal, o.Writable = true, false
-		view, err := newFS(&overlayDev{Device: d, blocks: rec.Blocks, bs: f.blockSize}, &o, reproducible)
+		view, err := newFS(&overlayDev{Device: d, blocks: j.blocks, bs: f.blockSize}, &o, reproducible)
 		if err != nil {
 			return nil, fmt.Errorf("after replaying the journal: %w", err)
 		}
 		replay := &JournalReplay{Transactions: int(rec.EndSeq - rec.StartSeq), Blocks: len(rec.Blocks),
 			Revoked: rec.RevokeHits, BadBlocks: len(rec.BadBlocks)}
+		if rec.FastCommits != nil {
+			replay.FastCommits = len(rec.FastCommits.Tags)
+		}
 		if !f.opts.Writable {
 			view.opts.IgnoreJournal = f.opts.IgnoreJournal
 			view.replay = replay

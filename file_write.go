@@ -34,6 +34,9 @@ type extStore struct {
 	// map insert will need (so they sit just before their data); AllocNode
 	// hands them out first.
 	nodes []uint64
+	// replay, in a fast-commit replay, takes the data blocks a change
+	// unmaps: they are freed at its end unless mapped again.
+	replay *fcReplay
 }
 
 // treeChanged notes that the extent tree of s.n changed outside i_block
@@ -101,6 +104,11 @@ func (s *extStore) FreeNode(pblk uint64) error {
 
 func (s *extStore) FreeData(pblk uint64, n uint32) error {
 	s.treeChanged()
+	if s.replay != nil {
+		s.replay.release(pblk, uint64(n))
+		s.delta -= int64(n)
+		return nil
+	}
 	if err := s.f.freeBlocks(s.h, pblk, uint64(n), 0); err != nil {
 		return err
 	}

@@ -116,6 +116,13 @@ func kernelWorkload(t *testing.T, mp string) {
 // processed) leaves an e2fsck-clean image with the kernel's tree.
 func compareRecovery(t *testing.T, crashed string, b []byte, mustDiffer bool) {
 	t.Helper()
+	compareRecoveryStamped(t, crashed, b, mustDiffer, time.Time{})
+}
+
+// compareRecoveryStamped is compareRecovery where times from stamped on
+// were set by the replays (see testutil.CompareOptions.StampedAfter).
+func compareRecoveryStamped(t *testing.T, crashed string, b []byte, mustDiffer bool, stamped time.Time) {
+	t.Helper()
 	before := fileHash(t, crashed)
 	ours, err := ext4go.Open(crashed, nil)
 	if err != nil {
@@ -137,6 +144,7 @@ func compareRecovery(t *testing.T, crashed string, b []byte, mustDiffer bool) {
 	kmp := testutil.Mount(t, theirs, false)
 	opts := testutil.MountCompareOptions()
 	opts.Meta = meta
+	opts.StampedAfter = stamped
 	testutil.CompareFS(t, ours, kmp, opts)
 	ours.Close()
 	// The test means something only if the stale on-disk state
@@ -173,6 +181,9 @@ func compareRecovery(t *testing.T, crashed string, b []byte, mustDiffer bool) {
 	testutil.RequireFsckClean(t, crashed)
 	after := openImage(t, crashed)
 	testutil.CompareFS(t, after, kmp, opts)
+	after.Close()
+	// And the kernel reads back what the writable open wrote.
+	testutil.CompareDirs(t, testutil.Mount(t, crashed, true), kmp, opts)
 }
 
 // EXT4_IOC_SHUTDOWN and its flag that commits the journal first.

@@ -88,7 +88,7 @@ func (f *FS) inodeInUse(ino uint32) (bool, error) {
 // writable open, through the journal, before any other change.
 func (f *FS) cleanupOrphans(wk *orphanWork) error {
 	w := f.w
-	if len(wk.list) == 0 && len(wk.slots) == 0 {
+	if wk == nil || len(wk.list) == 0 && len(wk.slots) == 0 {
 		return nil
 	}
 	w.orphanMu.Lock()

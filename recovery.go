@@ -16,17 +16,18 @@ import (
 // Journal recovery. A filesystem whose journal holds
 // committed transactions not yet written home (needs_recovery: a crash, a
 // kill, or a live kernel mount) is read as the kernel would see it after
-// replaying them: the journal is replayed into memory (jbd2.Recover) and
-// the replayed blocks overlay the device, which is never written. A
-// writable open first checks that the replayed filesystem can be written
-// (no orphans to process, a clean state), then writes the replay home,
-// resets the journal and clears needs_recovery (replayHome), and opens
-// the result.
+// replaying them: the journal is replayed into memory (jbd2.Recover), its
+// fast commits applied over that (fastcommit_replay.go), and the blocks
+// both give overlay the device, which is never written. A
+// writable open first checks that the replayed filesystem can be written,
+// then writes the replay home, resets the journal and clears
+// needs_recovery (replayHome), and opens the result (which finishes its
+// orphans).
 
 // ErrJournalReplay matches the error of a read-only open whose journal
 // needs recovery but cannot be replayed (a corrupt journal the kernel's
-// recovery refuses too, or fast commits); the error also matches the
-// cause (ErrCorrupt, ErrUnsupported).
+// recovery refuses too, fast commits that cannot be applied); the error
+// also matches the cause (ErrCorrupt, ErrUnsupported).
 var ErrJournalReplay = errors.New("the journal needs recovery and cannot be replayed")
 
 // JournalReplay describes the replay a read-only open made.
@@ -35,6 +36,7 @@ type JournalReplay struct {
 	Blocks       int // filesystem blocks they wrote (last copies)
 	Revoked      int // logged copies skipped for a revoke record
 	BadBlocks    int // logged copies skipped for a bad checksum
+	FastCommits  int // fast-commit records applied after the transactions
 }
 
 // Replay reports the journal replay this open made in memory, or nil if
@@ -47,6 +49,30 @@ type journalLog struct {
 	sb    *jbd2.Superblock
 	phys0 uint64 // filesystem block holding journal block 0
 	rec   *jbd2.Recovery
+	// blocks are what the replay writes, in the order of order: the
+	// logged blocks, then those the fast commits changed.
+	blocks map[uint64][]byte
+	order  []uint64
+}
+
+// addBlocks adds the blocks a fast-commit replay changed, which come
+// after (and replace) the logged ones.
+func (j *journalLog) addBlocks(bs map[uint64][]byte) {
+	blocks := make(map[uint64][]byte, len(j.blocks)+len(bs))
+	var order []uint64
+	for _, blk := range j.order {
+		if _, ok := bs[blk]; !ok {
+			order = append(order, blk)
+			blocks[blk] = j.blocks[blk]
+		}
+	}
+	var more []uint64
+	for blk, b := range bs {
+		more = append(more, blk)
+		blocks[blk] = b
+	}
+	sort.Slice(more, func(a, b int) bool { return more[a] < more[b] })
+	j.blocks, j.order = blocks, append(order, more...)
 }
 
 // journalFile is the internal journal as stored: its superblock and the
@@ -157,7 +183,7 @@ func (f *FS) recoverJournal() (*journalLog, error) {
 			return nil, &CorruptError{What: "journal", Block: int64(blk), Ino: sb.JournalInum, Detail: "a logged block lies outside the filesystem"}
 		}
 	}
-	return &journalLog{sb: jf.sb, phys0: jf.phys0, rec: rec}, nil
+	return &journalLog{sb: jf.sb, phys0: jf.phys0, rec: rec, blocks: rec.Blocks, order: rec.Order}, nil
 }
 
 // replayHome finishes a recovery for writing, as the kernel does at
@@ -169,8 +195,8 @@ func (f *FS) recoverJournal() (*journalLog, error) {
 // replays to the same result.
 func (f *FS) replayHome(d dev.Device, j *journalLog) error {
 	bs := f.blockSize
-	for _, blk := range j.rec.Order {
-		if _, err := d.WriteAt(j.rec.Blocks[blk], int64(blk)*bs); err != nil {
+	for _, blk := range j.order {
+		if _, err := d.WriteAt(j.blocks[blk], int64(blk)*bs); err != nil {
 			return fmt.Errorf("writing replayed block %d: %w", blk, err)
 		}
 	}
@@ -237,6 +263,7 @@ type JournalInfo struct {
 	// What a replay would do now (when Start != 0): committed
 	// transactions, the blocks they write, revoke records read.
 	Transactions, LoggedBlocks, RevokeRecords int
+	FastCommits                               int // fast-commit records to apply after the transactions
 	// ReplayError is why the log cannot be replayed, if it cannot.
 	ReplayError error
 }
@@ -265,6 +292,9 @@ func (f *FS) Journal() (*JournalInfo, error) {
 			info.Transactions = int(rec.EndSeq - rec.StartSeq)
 			info.LoggedBlocks = len(rec.Blocks)
 			info.RevokeRecords = rec.Revokes
+			if rec.FastCommits != nil {
+				info.FastCommits = len(rec.FastCommits.Tags)
+			}
 		}
 	}
 	return info, nil

@@ -52,6 +52,10 @@ type writer struct {
 	// stopCommits ends the periodic commits; commitsDone is closed when
 	// they have ended.
 	stopCommits, commitsDone chan struct{}
+
+	// exclude, during a fast-commit replay, names blocks the allocator
+	// must not hand out (the ones the fast commits map).
+	exclude func(start, n uint64) bool
 }
 
 type paddedMutex struct {
@@ -136,9 +140,12 @@ func (f *FS) openWriter(inPlace txn.Committer) error {
 	if err := f.openJournal(); err != nil {
 		return err
 	}
-	orphans, err := f.collectOrphans()
-	if err != nil {
-		return err
+	var orphans *orphanWork
+	if !f.opts.replaying {
+		var err error
+		if orphans, err = f.collectOrphans(); err != nil {
+			return err
+		}
 	}
 	// The superblock as it is on disk, for a cleanup that fails.
 	before := make([]byte, super.Size)
@@ -166,7 +173,9 @@ func (f *FS) openWriter(inPlace txn.Committer) error {
 		}
 		return err
 	}
-	f.startCommits()
+	if !f.opts.replaying {
+		f.startCommits()
+	}
 	return nil
 }
 
@@ -817,5 +826,26 @@ func (f *FS) allocBlocks(tx mballoc.Tx, req mballoc.Request) (mballoc.Extent, er
 	if err := f.inject("block"); err != nil {
 		return mballoc.Extent{}, err
 	}
-	return f.w.balloc.Allocate(tx, req)
+	if f.w.exclude == nil {
+		return f.w.balloc.Allocate(tx, req)
+	}
+	// Set aside what the replay must not use, and give it back after.
+	var held []mballoc.Extent
+	defer func() {
+		for _, e := range held {
+			if err := f.w.balloc.Free(nil, e.Start, uint64(e.Len), mballoc.FreeNoDefer); err != nil {
+				f.setError(err)
+			}
+		}
+	}()
+	for {
+		e, err := f.w.balloc.Allocate(tx, req)
+		if err != nil || !f.w.exclude(e.Start, uint64(e.Len)) {
+			return e, err
+		}
+		held = append(held, e)
+		if len(held) > 1024 {
+			return mballoc.Extent{}, &mballoc.NoSpaceError{}
+		}
+	}
 }

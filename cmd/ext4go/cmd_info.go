@@ -86,13 +86,21 @@ func runInfo(e *env, args []string) error {
 		case j.ReplayError != nil:
 			row("Journal log", fmt.Sprintf("starts at block %d; cannot be replayed: %v", j.Start, j.ReplayError))
 		default:
-			row("Journal log", fmt.Sprintf("starts at block %d; needs recovery: %d transactions, %d blocks, %d revoke records",
-				j.Start, j.Transactions, j.LoggedBlocks, j.RevokeRecords))
+			s := fmt.Sprintf("starts at block %d; needs recovery: %d transactions, %d blocks, %d revoke records",
+				j.Start, j.Transactions, j.LoggedBlocks, j.RevokeRecords)
+			if j.FastCommits > 0 {
+				s += fmt.Sprintf(", %d fast-commit records", j.FastCommits)
+			}
+			row("Journal log", s)
 		}
 	}
 	if r := fsys.Replay(); r != nil {
-		row("Journal replayed in memory", fmt.Sprintf("%d transactions, %d blocks, %d revoked copies skipped, %d bad copies skipped",
-			r.Transactions, r.Blocks, r.Revoked, r.BadBlocks))
+		s := fmt.Sprintf("%d transactions, %d blocks, %d revoked copies skipped, %d bad copies skipped",
+			r.Transactions, r.Blocks, r.Revoked, r.BadBlocks)
+		if r.FastCommits > 0 {
+			s += fmt.Sprintf(", %d fast-commit records applied", r.FastCommits)
+		}
+		row("Journal replayed in memory", s)
 	}
 	if in.Checksummed {
 		row("Checksum type", "crc32c")

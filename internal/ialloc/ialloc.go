@@ -348,3 +348,33 @@ func (a *Allocator) Load(gi uint32) error {
 	g.mu.Unlock()
 	return nil
 }
+
+// MarkUsed marks inode ino in use if it is free (kernel:
+// ext4_mark_inode_used, for the fast-commit replay), counting it as a
+// directory when dir is set, and reports whether it changed anything.
+func (a *Allocator) MarkUsed(tx Tx, ino uint32, dir bool) (bool, error) {
+	n := a.geo.InodesPerGroup
+	if ino == 0 || uint64(ino) > uint64(a.geo.Groups)*uint64(n) {
+		return false, fserr.Corrupt("inode number", "marking nonexistent inode %d", ino)
+	}
+	gi, idx := (ino-1)/n, (ino-1)%n
+	g, err := a.lockLoaded(gi)
+	if err != nil {
+		return false, err
+	}
+	defer g.mu.Unlock()
+	if g.bitmap[idx/64]&(1<<(idx%64)) != 0 {
+		return false, nil
+	}
+	fi := g.freeInodes.Load() - 1
+	ud := g.usedDirs.Load()
+	if dir {
+		ud++
+	}
+	if err := a.store.UpdateInodeBitmap(tx, gi, idx, true, dir, fi, ud); err != nil {
+		return false, err
+	}
+	g.bitmap[idx/64] |= 1 << (idx % 64)
+	a.count(g, gi, -1, dir)
+	return true, nil
+}

@@ -139,3 +139,82 @@ func ScanFastCommits(sb *Superblock, read ReadLog, expected uint32) (*FastCommit
 	}
 	return fc, nil
 }
+
+// Fast-commit record values (ext4's fast_commit.h).
+
+// FCRange is an ADD_RANGE record: the extent now maps these blocks.
+type FCRange struct {
+	Ino       uint32
+	Logical   uint32
+	Len       uint32 // blocks, 1..32768 (written) or 1..32767 (unwritten)
+	Start     uint64 // physical block
+	Unwritten bool
+}
+
+// FCDelRange is a DEL_RANGE record: these blocks are unmapped.
+type FCDelRange struct {
+	Ino, Logical, Len uint32
+}
+
+// FCDentry is a CREAT_DENTRY, ADD_ENTRY or DEL_ENTRY record.
+type FCDentry struct {
+	Parent, Ino uint32
+	Name        []byte
+}
+
+// FCInode is an INODE record: the first len(Raw) bytes of the on-disk
+// inode (128 plus i_extra_isize).
+type FCInode struct {
+	Ino uint32
+	Raw []byte
+}
+
+func fcShort(tag uint16, n int) error {
+	return fmt.Errorf("jbd2: fast-commit %s record of %d bytes is too short", FCTagName(tag), n)
+}
+
+// DecodeFCRange decodes an ADD_RANGE value (ext4_fc_add_range: inode,
+// then an ext4_extent).
+func DecodeFCRange(v []byte) (FCRange, error) {
+	if len(v) < 16 {
+		return FCRange{}, fcShort(FCTagAddRange, len(v))
+	}
+	le := binary.LittleEndian
+	r := FCRange{Ino: le.Uint32(v[0:]), Logical: le.Uint32(v[4:])}
+	n := uint32(le.Uint16(v[8:]))
+	if n > 32768 {
+		r.Unwritten, n = true, n-32768
+	}
+	r.Len = n
+	r.Start = uint64(le.Uint16(v[10:]))<<32 | uint64(le.Uint32(v[12:]))
+	if n == 0 {
+		return FCRange{}, fmt.Errorf("jbd2: fast-commit ADD_RANGE of inode %d maps no blocks", r.Ino)
+	}
+	return r, nil
+}
+
+// DecodeFCDelRange decodes a DEL_RANGE value.
+func DecodeFCDelRange(v []byte) (FCDelRange, error) {
+	if len(v) < 12 {
+		return FCDelRange{}, fcShort(FCTagDelRange, len(v))
+	}
+	le := binary.LittleEndian
+	return FCDelRange{Ino: le.Uint32(v[0:]), Logical: le.Uint32(v[4:]), Len: le.Uint32(v[8:])}, nil
+}
+
+// DecodeFCDentry decodes a dentry record value (ext4_fc_dentry_info).
+func DecodeFCDentry(tag uint16, v []byte) (FCDentry, error) {
+	if len(v) < 8 {
+		return FCDentry{}, fcShort(tag, len(v))
+	}
+	le := binary.LittleEndian
+	return FCDentry{Parent: le.Uint32(v[0:]), Ino: le.Uint32(v[4:]), Name: v[8:]}, nil
+}
+
+// DecodeFCInode decodes an INODE record value (ext4_fc_inode).
+func DecodeFCInode(v []byte) (FCInode, error) {
+	if len(v) < 4+128 {
+		return FCInode{}, fcShort(FCTagInode, len(v))
+	}
+	return FCInode{Ino: binary.LittleEndian.Uint32(v[0:]), Raw: v[4:]}, nil
+}

@@ -24,12 +24,28 @@ func TestScanFastCommits(t *testing.T) {
 	bs := int(sb.BlockSize)
 	read := func(nr uint32) ([]byte, error) { return j[int(nr)*bs : (int(nr)+1)*bs], nil }
 	rec, err := Recover(sb, read)
-	if err == nil {
-		t.Fatalf("a journal with fast commits to replay was not refused: %v", summary(rec))
+	if err != nil || rec.FastCommits == nil || rec.EndSeq != 6 {
+		t.Fatalf("recovery: %v, %v (want the fast commits of transaction 6)", rec, err)
 	}
 	fc, err := ScanFastCommits(sb, read, 6)
-	if err != nil || fc == nil {
+	if err != nil || fc == nil || len(fc.Tags) != len(rec.FastCommits.Tags) {
 		t.Fatalf("scan: %v, %v", fc, err)
+	}
+	for i, tg := range fc.Tags {
+		var err error
+		switch tg.Tag {
+		case FCTagAddRange:
+			_, err = DecodeFCRange(tg.Value)
+		case FCTagDelRange:
+			_, err = DecodeFCDelRange(tg.Value)
+		case FCTagCreat, FCTagLink, FCTagUnlink:
+			_, err = DecodeFCDentry(tg.Tag, tg.Value)
+		case FCTagInode:
+			_, err = DecodeFCInode(tg.Value)
+		}
+		if err != nil {
+			t.Errorf("record %d (%s): %v", i, FCTagName(tg.Tag), err)
+		}
 	}
 	out, err := exec.Command("debugfs", "-R", "logdump", path).Output()
 	if err != nil {
@@ -79,6 +95,16 @@ func FuzzScanFastCommits(f *testing.F) {
 		fc, _ := ScanFastCommits(sb, read, expected)
 		if fc != nil && fc.Tid != expected {
 			t.Fatalf("fast commits of transaction %d for %d", fc.Tid, expected)
+		}
+		if fc == nil {
+			return
+		}
+		for _, tg := range fc.Tags {
+			// Decoding any record value must not panic.
+			DecodeFCRange(tg.Value)
+			DecodeFCDelRange(tg.Value)
+			DecodeFCDentry(tg.Tag, tg.Value)
+			DecodeFCInode(tg.Value)
 		}
 	})
 }

@@ -24,6 +24,9 @@ type Recovery struct {
 	StartSeq, EndSeq uint32
 	Revokes          int // revoke records read
 	RevokeHits       int // logged copies skipped for a revoke
+	// FastCommits are the fast commits to apply after the blocks (ext4's
+	// replay of them needs the filesystem: see ScanFastCommits), or nil.
+	FastCommits *FastCommits
 	// BadBlocks are logged copies whose tag checksum failed: skipped,
 	// as the kernel skips them, and reported (the kernel then fails the
 	// recovery with EIO after replaying the rest).
@@ -39,9 +42,11 @@ type Recovery struct {
 // revoke records, and a replay of the tagged blocks not revoked by a
 // later-or-same transaction. It reads the journal only and returns what
 // the replay would write; it writes nothing. A journal with nothing to
-// replay (s_start 0) gives an empty Recovery. Fast commits are not
-// replayed: a journal holding committed ones (ScanFastCommits) is refused
-// with an error that says so; a stale fast-commit area is ignored.
+// replay (s_start 0) gives an empty Recovery. Committed fast commits of the
+// transaction after the last full one are returned in FastCommits, for the
+// filesystem to apply; a stale fast-commit area is ignored, and one whose
+// first fast commit fails its checksum is refused, as the kernel refuses
+// it.
 func Recover(sb *Superblock, read ReadLog) (*Recovery, error) {
 	r := &Recovery{Blocks: map[uint64][]byte{}, StartSeq: sb.Sequence, EndSeq: sb.Sequence}
 	if sb.Start == 0 {
@@ -60,10 +65,9 @@ func Recover(sb *Superblock, read ReadLog) (*Recovery, error) {
 		fc, err := ScanFastCommits(sb, read, end)
 		switch {
 		case err != nil:
-			return nil, &fserr.UnsupportedError{Feature: "journal fast commits", Detail: err.Error()}
+			return nil, fserr.Corrupt("journal", "%v", err)
 		case fc != nil && len(fc.Tags) > 0:
-			return nil, &fserr.UnsupportedError{Feature: "journal fast commits",
-				Detail: fmt.Sprintf("the journal holds %d fast-commit records of transaction %d to replay; ext4go does not replay fast commits yet", len(fc.Tags), fc.Tid)}
+			r.FastCommits = fc
 		}
 	}
 	revoked := map[uint64]uint32{} // block -> newest transaction revoking it

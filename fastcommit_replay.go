@@ -1,0 +1,755 @@
+package ext4go
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+	"sort"
+
+	"github.com/ext4go/ext4go/internal/dev"
+	"github.com/ext4go/ext4go/internal/dir"
+	"github.com/ext4go/ext4go/internal/extent"
+	"github.com/ext4go/ext4go/internal/inode"
+	"github.com/ext4go/ext4go/internal/jbd2"
+	"github.com/ext4go/ext4go/internal/super"
+)
+
+// Fast-commit replay (kernel: fs/ext4/fast_commit.c, ext4_fc_replay).
+//
+// A fast commit logs operations, not blocks: inodes (their raw bytes
+// but i_block), ranges mapped and unmapped, directory entries added and
+// removed. Bitmaps and group counts are not logged; the replay rebuilds
+// them for the inodes it touched. After the full transactions are
+// replayed (jbd2.Recover), the records are applied in log order, as the
+// kernel applies them:
+//
+//   - INODE: the inode's bytes before i_block and from i_generation on are
+//     the logged ones; i_block stays (its extent tree is changed by the
+//     range records), or becomes an empty tree if it holds none; the
+//     inode is marked in use. The blocks it mapped before are released.
+//   - ADD_RANGE: the range is mapped to the logged blocks; a different
+//     mapping there is replaced (its blocks released), a different
+//     written state converted.
+//   - DEL_RANGE: the range is unmapped, its blocks released.
+//   - CREAT_DENTRY: the inode is marked in use, a directory gets its "."
+//     and ".." block, and the entry is added (one link).
+//   - ADD_ENTRY, DEL_ENTRY: an entry is added or removed and the link
+//     count follows; a missing inode or directory skips the record, an
+//     entry already there (or already gone) is not an error.
+//
+// At the end every block the touched inodes map, tree blocks included, is
+// marked used, every released block none of them maps any more is marked
+// free, and i_blocks is counted anew (kernel:
+// ext4_fc_set_bitmaps_and_counters, ext4_ext_replay_set_iblocks). An
+// inode an entry removal left without links is freed, as the orphan
+// cleanup after the kernel's replay would free it.
+//
+// The replay runs through a writable FS opened without journal over a
+// copy-on-write view of the device with the full replay in it (cowDev),
+// so that it uses the same extent, directory and allocator code as every
+// change, and its result is a set of blocks: kept in memory by a
+// read-only open, written home with the full replay by a writable one
+// (replayHome), before the journal is reset. A crash while they are
+// written leaves the journal to be replayed again, to the same result.
+// Tree and directory blocks the replay allocates avoid the blocks the
+// fast commits map (kernel: ext4_fc_replay_check_excluded), and the
+// blocks it releases are freed only at the end, so no block it must keep
+// is handed out before.
+
+// fcReplay is the state of one fast-commit replay (kernel:
+// ext4_fc_replay_state).
+type fcReplay struct {
+	f        *FS
+	regions  [][2]uint64 // [start, end) the ADD_RANGE records map
+	modified []uint32    // inodes touched, in order (kernel: fc_modified_inodes)
+	seen     map[uint32]bool
+	released [][2]uint64     // blocks unmapped by the replay: freed at the end unless mapped again
+	unlinked map[uint32]bool // inodes a DEL_ENTRY took a link from
+}
+
+// replayFastCommits applies the fast commits of rec over the device d
+// with rec's blocks replayed, and returns every block the fast commits
+// change (the full replay's blocks they leave alone are not included).
+// The superblock among them keeps needs_recovery: replayHome clears it
+// last.
+func (f *FS) replayFastCommits(d dev.Device, rec *jbd2.Recovery) (map[uint64][]byte, error) {
+	sb := f.sb
+	if sb.ClusterRatio() > 1 {
+		return nil, &UnsupportedError{Feature: "fast-commit replay on bigalloc"}
+	}
+	cow := &cowDev{Device: d, base: rec.Blocks, blocks: map[uint64][]byte{}, bs: f.blockSize}
+	// The view opens like an unjournalled filesystem: needs_recovery
+	// cleared for it, set again below.
+	if err := cow.patchSuper(func(s *super.Superblock) { s.FeatureIncompat &^= super.IncompatRecover }); err != nil {
+		return nil, err
+	}
+	o := Options{Writable: true, NoJournal: true, AllowUnclean: true, AllowInUse: true,
+		IgnoreJournal: true, IgnoreChecksums: f.opts.IgnoreChecksums, replaying: true}
+	w, err := newFS(cow, &o, false)
+	if err != nil {
+		return nil, fmt.Errorf("opening the replayed filesystem: %w", err)
+	}
+	if err := w.applyFastCommits(rec.FastCommits); err != nil {
+		w.tm.Abort(err)
+		w.Close()
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("after the fast-commit replay: %w", err)
+	}
+	if err := cow.patchSuper(func(s *super.Superblock) { s.FeatureIncompat |= super.IncompatRecover }); err != nil {
+		return nil, err
+	}
+	return cow.blocks, nil
+}
+
+// applyFastCommits runs the replay on f, a writable FS opened for it.
+func (f *FS) applyFastCommits(fc *jbd2.FastCommits) error {
+	r := &fcReplay{f: f, seen: map[uint32]bool{}, unlinked: map[uint32]bool{}}
+	for i, tg := range fc.Tags {
+		if tg.Tag != jbd2.FCTagAddRange {
+			continue
+		}
+		x, err := jbd2.DecodeFCRange(tg.Value)
+		if err != nil {
+			return r.corrupt(i, tg, err.Error())
+		}
+		r.regions = append(r.regions, [2]uint64{x.Start, x.Start + uint64(x.Len)})
+	}
+	r.regions = mergeRanges(r.regions)
+	f.w.exclude = r.excluded
+	defer func() { f.w.exclude = nil }()
+	for i, tg := range fc.Tags {
+		if err := r.apply(tg); err != nil {
+			var ce *CorruptError
+			if errors.As(err, &ce) {
+				return err
+			}
+			return fmt.Errorf("fast-commit record %d (%s): %w", i, jbd2.FCTagName(tg.Tag), err)
+		}
+	}
+	return r.finish()
+}
+
+func (r *fcReplay) corrupt(i int, tg jbd2.FCTag, detail string) error {
+	return &CorruptError{What: "journal", Block: -1, Ino: r.f.sb.JournalInum,
+		Detail: fmt.Sprintf("fast-commit record %d (%s): %s", i, jbd2.FCTagName(tg.Tag), detail)}
+}
+
+// excluded reports whether [start, start+n) meets a range the fast
+// commits map.
+func (r *fcReplay) excluded(start, n uint64) bool {
+	end := start + n
+	i := sort.Search(len(r.regions), func(i int) bool { return r.regions[i][1] > start })
+	return i < len(r.regions) && r.regions[i][0] < end
+}
+
+func (r *fcReplay) record(ino uint32) {
+	if !r.seen[ino] {
+		r.seen[ino] = true
+		r.modified = append(r.modified, ino)
+	}
+}
+
+func (r *fcReplay) release(start, n uint64) {
+	if n > 0 {
+		r.released = append(r.released, [2]uint64{start, start + n})
+	}
+}
+
+// inode returns inode ino if it is one the kernel's iget would give: it
+// reads, and has links.
+func (r *fcReplay) inode(ino uint32) (*node, bool) {
+	n, err := r.f.inode(ino)
+	if err != nil || n.in().LinksCount == 0 {
+		return nil, false
+	}
+	return n, true
+}
+
+// blocksOf lists every block an extent-mapped inode maps, its tree
+// blocks included.
+func (r *fcReplay) blocksOf(n *node, in *inode.Inode) ([][2]uint64, error) {
+	if !in.HasFlag(inode.FlagExtents) || in.HasFlag(inode.FlagInlineData) {
+		return nil, nil
+	}
+	var rs [][2]uint64
+	err := r.f.extentTree(n, in).WalkNodes(func(ni extent.NodeInfo) error {
+		if ni.Block != 0 {
+			rs = append(rs, [2]uint64{ni.Block, ni.Block + 1})
+		}
+		if ni.Node.Leaf() {
+			for _, x := range ni.Node.Extents {
+				rs = append(rs, [2]uint64{x.Start, x.Start + uint64(x.Len)})
+			}
+		}
+		return nil
+	})
+	return rs, err
+}
+
+func (r *fcReplay) apply(tg jbd2.FCTag) error {
+	switch tg.Tag {
+	case jbd2.FCTagInode:
+		x, err := jbd2.DecodeFCInode(tg.Value)
+		if err != nil {
+			return err
+		}
+		return r.replayInode(x)
+	case jbd2.FCTagAddRange:
+		x, err := jbd2.DecodeFCRange(tg.Value)
+		if err != nil {
+			return err
+		}
+		return r.addRange(x)
+	case jbd2.FCTagDelRange:
+		x, err := jbd2.DecodeFCDelRange(tg.Value)
+		if err != nil {
+			return err
+		}
+		return r.delRange(x)
+	case jbd2.FCTagCreat, jbd2.FCTagLink, jbd2.FCTagUnlink:
+		x, err := jbd2.DecodeFCDentry(tg.Tag, tg.Value)
+		if err != nil {
+			return err
+		}
+		switch tg.Tag {
+		case jbd2.FCTagCreat:
+			return r.create(x)
+		case jbd2.FCTagLink:
+			return r.link(x)
+		}
+		return r.unlink(x)
+	}
+	return nil
+}
+
+// replayInode applies an INODE record (kernel: ext4_fc_replay_inode).
+func (r *fcReplay) replayInode(x jbd2.FCInode) error {
+	f := r.f
+	blk, off, err := f.inodeLocation(x.Ino)
+	if err != nil {
+		return nil // no such inode: skipped, as the kernel skips it
+	}
+	if old, ok := r.inode(x.Ino); ok {
+		rs, err := r.blocksOf(old, old.in())
+		if err != nil {
+			return err
+		}
+		r.released = append(r.released, rs...)
+	}
+	r.record(x.Ino)
+	raw := make([]byte, f.inodeSize)
+	if err := f.tm.View(blk, func(b []byte) error { copy(raw, b[off:]); return nil }); err != nil {
+		return err
+	}
+	const iBlock, iBlockEnd = 40, 100 // i_block, i_generation
+	n := min(len(x.Raw), f.inodeSize)
+	copy(raw[:iBlock], x.Raw[:iBlock])
+	if n > iBlockEnd {
+		copy(raw[iBlockEnd:n], x.Raw[iBlockEnd:n])
+	}
+	if f.inodeSize > inode.GoodOldSize && n <= inode.GoodOldSize+2 {
+		// The record ends before i_extra_isize: there is none.
+		binary.LittleEndian.PutUint16(raw[inode.GoodOldSize:], 0)
+	}
+	flags := binary.LittleEndian.Uint32(raw[0x20:])
+	switch {
+	case flags&inode.FlagInlineData != 0:
+		copy(raw[iBlock:iBlockEnd], x.Raw[iBlock:iBlockEnd])
+	case flags&inode.FlagExtents != 0:
+		if _, err := extent.DecodeHeader(raw[iBlock:iBlockEnd]); err != nil {
+			clear(raw[iBlock:iBlockEnd])
+			if err := extent.NewRoot().Encode(raw[iBlock:iBlockEnd]); err != nil {
+				return err
+			}
+		}
+	}
+	in, err := inode.Decode(raw, f.inodeSize)
+	if err != nil {
+		return &CorruptError{What: "journal", Block: -1, Ino: x.Ino, Detail: fmt.Sprintf("fast-commit INODE record: %v", err)}
+	}
+	in.Raw = raw
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	if _, err := f.w.ialloc.MarkUsed(h, x.Ino, in.IsDir()); err != nil {
+		return err
+	}
+	if old, err := f.inode(x.Ino); err == nil {
+		f.cache.forget(old)
+	}
+	nn := newNode(x.Ino, nil)
+	if err := f.setInode(h, nn, in); err != nil {
+		return err
+	}
+	f.cache.put(nn)
+	return nil
+}
+
+// rangeEditor returns the extent editor of n for the replay, or nil for
+// an inode without an extent tree (which fast commits do not map).
+func (r *fcReplay) rangeEditor(h handle, n *node, in *inode.Inode) *extent.Editor {
+	if !in.HasFlag(inode.FlagExtents) || in.HasFlag(inode.FlagInlineData) {
+		return nil
+	}
+	s := &extStore{f: r.f, h: h, ino: n.ino, replay: r}
+	return r.f.editor(n, in, s).(extentMap).Editor
+}
+
+// addRange applies an ADD_RANGE record (kernel: ext4_fc_replay_add_range).
+func (r *fcReplay) addRange(x jbd2.FCRange) error {
+	f := r.f
+	n, ok := r.inode(x.Ino)
+	if !ok {
+		return nil
+	}
+	r.record(x.Ino)
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	in := editInode(n)
+	ed := r.rangeEditor(h, n, in)
+	if ed == nil {
+		return nil
+	}
+	if uint64(x.Logical)+uint64(x.Len) > extent.MaxLogical {
+		return &CorruptError{What: "journal", Block: -1, Ino: x.Ino, Detail: fmt.Sprintf("fast-commit ADD_RANGE %d+%d past the last file block", x.Logical, x.Len)}
+	}
+	cur, end := x.Logical, x.Logical+x.Len
+	for cur < end {
+		m, err := ed.Tree().Lookup(cur)
+		if err != nil {
+			return err
+		}
+		l := uint32(min(uint64(end-cur), m.Len))
+		want := extent.Extent{Logical: cur, Len: l, Start: x.Start + uint64(cur-x.Logical), Unwritten: x.Unwritten}
+		switch {
+		case m.Hole():
+			err = ed.Insert(want)
+		case m.Physical != want.Start:
+			// Mapped elsewhere before: the new blocks replace the old.
+			if err = ed.Remove(cur, cur+l); err == nil {
+				err = ed.Insert(want)
+			}
+		case m.Unwritten != x.Unwritten:
+			err = ed.Convert(cur, l, !x.Unwritten)
+		}
+		if err != nil {
+			return err
+		}
+		cur += l
+	}
+	return f.setInode(h, n, in)
+}
+
+// delRange applies a DEL_RANGE record (kernel: ext4_fc_replay_del_range).
+func (r *fcReplay) delRange(x jbd2.FCDelRange) error {
+	f := r.f
+	n, ok := r.inode(x.Ino)
+	if !ok {
+		return nil
+	}
+	r.record(x.Ino)
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	in := editInode(n)
+	ed := r.rangeEditor(h, n, in)
+	if ed == nil || x.Len == 0 || uint64(x.Logical) >= extent.MaxLogical {
+		return nil
+	}
+	end := uint32(min(uint64(x.Logical)+uint64(x.Len), extent.MaxLogical))
+	if err := ed.Remove(x.Logical, end); err != nil {
+		return err
+	}
+	return f.setInode(h, n, in)
+}
+
+// addEntry adds name -> child to directory parent unless the name is
+// there already; it reports whether it added it.
+func (r *fcReplay) addEntry(h handle, parent, child *node, name []byte) (bool, error) {
+	f := r.f
+	if !parent.isDir() {
+		return false, nil
+	}
+	if _, err := f.lookup(parent, string(name)); err == nil {
+		return false, nil
+	}
+	if parent.in().HasFlag(inode.FlagInlineData) {
+		return false, &UnsupportedError{Feature: "fast-commit replay into an inline-data directory"}
+	}
+	pin := editInode(parent)
+	ed := f.dirEditor(f.newDirStore(h, parent, pin, nil))
+	if err := ed.Add(dir.Entry{Inode: child.ino, Name: name, FileType: f.fileType(child.in().Mode)}); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	f.finishDir(ed, pin)
+	now := inode.FromTime(f.now())
+	pin.Mtime, pin.Ctime = now, now
+	return true, f.setInode(h, parent, pin)
+}
+
+// create applies a CREAT_DENTRY record (kernel: ext4_fc_replay_create).
+func (r *fcReplay) create(x jbd2.FCDentry) error {
+	f := r.f
+	child, ok := r.inode(x.Ino)
+	if !ok {
+		return &CorruptError{What: "journal", Block: -1, Ino: x.Ino, Detail: "fast-commit CREAT_DENTRY of an inode that is not there"}
+	}
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	if _, err := f.w.ialloc.MarkUsed(h, x.Ino, child.isDir()); err != nil {
+		return err
+	}
+	parent, ok := r.inode(x.Parent)
+	if !ok {
+		return nil
+	}
+	if child.isDir() {
+		// A new directory's first block, "." and "..", made anew
+		// (kernel: ext4_init_new_dir after setting i_size to 0).
+		in := editInode(child)
+		if ed := r.rangeEditor(h, child, in); ed != nil {
+			if err := ed.Remove(0, extent.MaxLogical); err != nil {
+				return err
+			}
+		}
+		in.Size = 0
+		ds := f.newDirStore(h, child, in, nil)
+		lblk, err := ds.AppendBlock()
+		if err != nil {
+			return err
+		}
+		b, err := dir.NewDirBlock(f.dirFormat(), child.ino, parent.ino, inode.Seed(f.seed, child.ino, in.Generation))
+		if err != nil {
+			return err
+		}
+		if err := ds.WriteBlock(lblk, b); err != nil {
+			return err
+		}
+		if err := f.setInode(h, child, in); err != nil {
+			return err
+		}
+		r.record(x.Ino)
+	}
+	if _, err := r.addEntry(h, parent, child, x.Name); err != nil {
+		return err
+	}
+	in := editInode(child)
+	in.LinksCount = 1
+	return f.setInode(h, child, in)
+}
+
+// link applies an ADD_ENTRY record (kernel: ext4_fc_replay_link).
+func (r *fcReplay) link(x jbd2.FCDentry) error {
+	f := r.f
+	child, ok := r.inode(x.Ino)
+	if !ok {
+		return nil
+	}
+	parent, ok := r.inode(x.Parent)
+	if !ok {
+		return nil
+	}
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	added, err := r.addEntry(h, parent, child, x.Name)
+	if err != nil || !added {
+		return err
+	}
+	in := editInode(child)
+	in.LinksCount++
+	return f.setInode(h, child, in)
+}
+
+// unlink applies a DEL_ENTRY record (kernel: ext4_fc_replay_unlink).
+func (r *fcReplay) unlink(x jbd2.FCDentry) error {
+	f := r.f
+	child, ok := r.inode(x.Ino)
+	if !ok {
+		return nil
+	}
+	parent, ok := r.inode(x.Parent)
+	if !ok || !parent.isDir() {
+		return nil
+	}
+	if ino, err := f.lookup(parent, string(x.Name)); err != nil || ino != x.Ino {
+		return nil // gone already (or another inode's name now)
+	}
+	if parent.in().HasFlag(inode.FlagInlineData) {
+		return &UnsupportedError{Feature: "fast-commit replay in an inline-data directory"}
+	}
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	pin := editInode(parent)
+	ed := f.dirEditor(f.newDirStore(h, parent, pin, nil))
+	if _, err := ed.Remove(x.Name); err != nil {
+		return err
+	}
+	now := inode.FromTime(f.now())
+	pin.Mtime, pin.Ctime = now, now
+	if err := f.setInode(h, parent, pin); err != nil {
+		return err
+	}
+	in := editInode(child)
+	if in.LinksCount > 0 {
+		in.LinksCount--
+	}
+	in.Ctime = now
+	r.unlinked[x.Ino] = true
+	return f.setInode(h, child, in)
+}
+
+// finish rebuilds the bitmaps of the touched inodes and their i_blocks
+// (kernel: ext4_fc_set_bitmaps_and_counters), and frees the inodes left
+// without links.
+func (r *fcReplay) finish() error {
+	f := r.f
+	// The tree blocks the replay freed wait for a commit.
+	if err := f.tm.Commit(); err != nil {
+		return err
+	}
+	var final [][2]uint64
+	type count struct {
+		n      *node
+		blocks uint64
+	}
+	var counts []count
+	var dead []*node
+	for _, ino := range r.modified {
+		n, err := f.inode(ino)
+		if err != nil {
+			continue
+		}
+		in := n.in()
+		rs, err := r.blocksOf(n, in)
+		if err != nil {
+			return err
+		}
+		if in.LinksCount == 0 {
+			if r.unlinked[ino] {
+				r.released = append(r.released, rs...)
+				dead = append(dead, n)
+			}
+			continue
+		}
+		final = append(final, rs...)
+		if in.HasFlag(inode.FlagExtents) && !in.HasFlag(inode.FlagInlineData) {
+			var b uint64
+			for _, x := range rs {
+				b += x[1] - x[0]
+			}
+			if in.FileACL != 0 {
+				b++
+			}
+			counts = append(counts, count{n, b})
+		}
+	}
+	for ino := range r.unlinked {
+		if r.seen[ino] {
+			continue
+		}
+		if n, err := f.inode(ino); err == nil && n.in().LinksCount == 0 {
+			rs, err := r.blocksOf(n, n.in())
+			if err != nil {
+				return err
+			}
+			r.released = append(r.released, rs...)
+			dead = append(dead, n)
+		}
+	}
+	final = mergeRanges(final)
+	for _, x := range final {
+		if x[0] < uint64(f.sb.FirstDataBlock) || x[1] > f.sb.BlocksCount() || x[1] <= x[0] {
+			return &CorruptError{What: "journal", Block: int64(x[0]), Detail: "the fast commits map blocks outside the filesystem"}
+		}
+		if f.zone.Load().overlaps(x[0], x[1]-x[0]) {
+			return &CorruptError{What: "journal", Block: int64(x[0]), Detail: "the fast commits map blocks of the filesystem's metadata"}
+		}
+	}
+	free := subtractRanges(subtractRanges(mergeRanges(r.released), final), f.zone.Load().ranges)
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	for _, x := range final {
+		if err := f.w.balloc.MarkRange(h, x[0], x[1]-x[0], true); err != nil {
+			return err
+		}
+	}
+	for _, x := range free {
+		if x[0] < uint64(f.sb.FirstDataBlock) || x[1] > f.sb.BlocksCount() {
+			continue
+		}
+		if err := f.w.balloc.MarkRange(h, x[0], x[1]-x[0], false); err != nil {
+			return err
+		}
+	}
+	for _, c := range counts {
+		in := editInode(c.n)
+		if err := in.SetSectors(c.blocks*uint64(f.blockSize/512), uint32(f.blockSize), f.hugeFile); err != nil {
+			return err
+		}
+		if err := f.setInode(h, c.n, in); err != nil {
+			return err
+		}
+	}
+	for _, n := range dead {
+		in := editInode(n)
+		isDir := in.IsDir()
+		in.Dtime = uint32(f.now().Unix())
+		in.Size = 0
+		if err := in.SetSectors(0, uint32(f.blockSize), f.hugeFile); err != nil {
+			return err
+		}
+		if in.HasFlag(inode.FlagExtents) {
+			in.Block = [60]byte{}
+			if err := extent.NewRoot().Encode(in.Block[:]); err != nil {
+				return err
+			}
+		}
+		if err := f.setInode(h, n, in); err != nil {
+			return err
+		}
+		if err := f.w.ialloc.Free(h, n.ino, isDir); err != nil {
+			return err
+		}
+		n.freed.Store(true)
+		f.cache.forget(n)
+	}
+	return nil
+}
+
+// subtractRanges returns the parts of a (sorted, merged) outside b
+// (sorted, merged).
+func subtractRanges(a, b [][2]uint64) [][2]uint64 {
+	var out [][2]uint64
+	j := 0
+	for _, x := range a {
+		s := x[0]
+		for j < len(b) && b[j][1] <= s {
+			j++
+		}
+		for k := j; k < len(b) && b[k][0] < x[1]; k++ {
+			if b[k][0] > s {
+				out = append(out, [2]uint64{s, b[k][0]})
+			}
+			s = max(s, b[k][1])
+		}
+		if s < x[1] {
+			out = append(out, [2]uint64{s, x[1]})
+		}
+	}
+	return out
+}
+
+// cowDev is a device seen with base's blocks over it, taking writes in
+// memory (blocks): the fast-commit replay's view. It never writes d.
+type cowDev struct {
+	dev.Device
+	base   map[uint64][]byte // the full replay, read-only
+	blocks map[uint64][]byte // what was written
+	bs     int64
+}
+
+func (d *cowDev) block(blk int64) ([]byte, error) {
+	if b, ok := d.blocks[uint64(blk)]; ok {
+		return b, nil
+	}
+	if b, ok := d.base[uint64(blk)]; ok {
+		return b, nil
+	}
+	b := make([]byte, d.bs)
+	if _, err := d.Device.ReadAt(b, blk*d.bs); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (d *cowDev) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || off >= d.Size() {
+		return 0, io.EOF
+	}
+	want := len(p)
+	if rest := d.Size() - off; int64(want) > rest {
+		want = int(rest)
+	}
+	for done := 0; done < want; {
+		blk := (off + int64(done)) / d.bs
+		in := (off + int64(done)) % d.bs
+		b, err := d.block(blk)
+		if err != nil {
+			return done, err
+		}
+		done += copy(p[done:want], b[in:])
+	}
+	if want < len(p) {
+		return want, io.EOF
+	}
+	return want, nil
+}
+
+func (d *cowDev) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > d.Size() {
+		return 0, fmt.Errorf("ext4go: write at %d+%d past the device end", off, len(p))
+	}
+	for done := 0; done < len(p); {
+		blk := (off + int64(done)) / d.bs
+		in := (off + int64(done)) % d.bs
+		b, err := d.block(blk)
+		if err != nil {
+			return done, err
+		}
+		if _, own := d.blocks[uint64(blk)]; !own {
+			b = slices.Clone(b)
+			d.blocks[uint64(blk)] = b
+		}
+		done += copy(b[in:], p[done:])
+	}
+	return len(p), nil
+}
+
+func (d *cowDev) Sync() error  { return nil }
+func (d *cowDev) Close() error { return nil }
+
+// patchSuper changes the view's primary superblock.
+func (d *cowDev) patchSuper(fn func(*super.Superblock)) error {
+	buf := make([]byte, super.Size)
+	if _, err := d.ReadAt(buf, super.Offset); err != nil {
+		return err
+	}
+	sb, err := super.DecodeNoVerify(buf)
+	if err != nil {
+		return err
+	}
+	fn(sb)
+	_, err = d.WriteAt(sb.Encode(), super.Offset)
+	return err
+}
