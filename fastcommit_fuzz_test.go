@@ -226,3 +226,96 @@ func TestFastCommitFuzzSeed(t *testing.T) {
 		}
 	}
 }
+
+// TestFastCommitHostile: fast commits a hostile or broken kernel could
+// log, checksummed so that the scan accepts them. Each is skipped as the
+// kernel skips it (and the image replays e2fsck-clean), or refused with
+// the image left as it was; none may free the journal or map a block
+// into the filesystem's metadata.
+func TestFastCommitHostile(t *testing.T) {
+	var img *testutil.SharedImage
+	for _, im := range testutil.SharedImages(t) {
+		if im.Name == "j_recover_fast_commit" {
+			img = &im
+		}
+	}
+	if img == nil {
+		t.Skip("j_recover_fast_commit is not in the shared images")
+	}
+	base, err := os.ReadFile(img.Decompress(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	le := binary.LittleEndian
+	rec := func(tag byte, v []byte) []byte { return append([]byte{tag - 1, byte(len(v))}, v...) }
+	delRange := func(ino, lblk, n uint32) []byte {
+		v := make([]byte, 12)
+		le.PutUint32(v, ino)
+		le.PutUint32(v[4:], lblk)
+		le.PutUint32(v[8:], n)
+		return rec(2, v)
+	}
+	addRange := func(ino, lblk uint32, n uint16, pblk uint32) []byte {
+		v := make([]byte, 16)
+		le.PutUint32(v, ino)
+		le.PutUint32(v[4:], lblk)
+		le.PutUint16(v[8:], n)
+		le.PutUint32(v[12:], pblk)
+		return rec(1, v)
+	}
+	dentry := func(tag byte, parent, ino uint32, name string) []byte {
+		v := make([]byte, 8)
+		le.PutUint32(v, parent)
+		le.PutUint32(v[4:], ino)
+		return rec(tag, append(v, name...))
+	}
+	for _, c := range []struct {
+		name    string
+		records []byte
+		refuse  bool // must be refused (else: replayed clean)
+	}{
+		{"unmap the journal", delRange(8, 0, 2000), false},
+		{"unmap the root", delRange(2, 0, 100), true},
+		{"map onto the journal", addRange(13, 500, 10, 100), true},
+		{"map onto the inode table", addRange(13, 500, 4, 40), true},
+		{"map past the end", addRange(13, 500, 4, 1<<30), true},
+		{"create the root", dentry(3, 12, 2, "again"), true},
+		{"link a directory into itself", dentry(4, 12, 12, "self"), false},
+		{"link with a slash", dentry(4, 12, 13, "a/b"), false},
+		{"unlink the root's dot-dot", dentry(5, 2, 2, ".."), false},
+		{"rmdir a directory with files", dentry(5, 2, 12, "a"), true},
+		{"link a directory", dentry(4, 2, 12, "b"), true},
+		{"range of a directory", addRange(12, 5, 1, 1500), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			image := bytes.Clone(base)
+			copy(image[fcAreaBlock*1024:(fcAreaBlock+fcAreaBlocks)*1024], fcArea(c.records))
+			path := filepath.Join(t.TempDir(), "img")
+			if err := os.WriteFile(path, image, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			w, err := ext4go.Open(path, &ext4go.Options{Writable: true})
+			if err != nil {
+				after, rerr := os.ReadFile(path)
+				if rerr != nil {
+					t.Fatal(rerr)
+				}
+				if !bytes.Equal(after, image) {
+					t.Fatalf("the refused open (%v) changed the image", err)
+				}
+				if !c.refuse {
+					t.Fatalf("refused: %v", err)
+				}
+				t.Logf("refused: %v", err)
+				return
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if c.refuse {
+				t.Error("replayed; want a refusal")
+			}
+			testutil.RequireFsckClean(t, path)
+		})
+	}
+}

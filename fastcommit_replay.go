@@ -1,6 +1,7 @@
 package ext4go
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -82,8 +83,14 @@ func (f *FS) replayFastCommits(d dev.Device, rec *jbd2.Recovery) (map[uint64][]b
 	}
 	cow := &cowDev{Device: d, base: rec.Blocks, blocks: map[uint64][]byte{}, bs: f.blockSize}
 	// The view opens like an unjournalled filesystem: needs_recovery
-	// cleared for it, set again below.
-	if err := cow.patchSuper(func(s *super.Superblock) { s.FeatureIncompat &^= super.IncompatRecover }); err != nil {
+	// cleared for it, set again below with the state it had (the view's
+	// Close marks it clean).
+	var state uint16
+	var roCompat uint32
+	if err := cow.patchSuper(func(s *super.Superblock) {
+		state, roCompat = s.State, s.FeatureROCompat
+		s.FeatureIncompat &^= super.IncompatRecover
+	}); err != nil {
 		return nil, err
 	}
 	o := Options{Writable: true, NoJournal: true, AllowUnclean: true, AllowInUse: true,
@@ -91,6 +98,19 @@ func (f *FS) replayFastCommits(d dev.Device, rec *jbd2.Recovery) (map[uint64][]b
 	w, err := newFS(cow, &o, false)
 	if err != nil {
 		return nil, fmt.Errorf("opening the replayed filesystem: %w", err)
+	}
+	// Opened without its journal, the view must still keep off it.
+	jf, err := w.openJournalFile()
+	if err == nil {
+		var zone *systemZone
+		if zone, err = w.zone.Load().withJournal(jf.runs, sb.JournalInum); err == nil {
+			w.zone.Store(zone)
+		}
+	}
+	if err != nil {
+		w.tm.Abort(err)
+		w.Close()
+		return nil, fmt.Errorf("the journal of the replayed filesystem: %w", err)
 	}
 	if err := w.applyFastCommits(rec.FastCommits); err != nil {
 		w.tm.Abort(err)
@@ -100,7 +120,11 @@ func (f *FS) replayFastCommits(d dev.Device, rec *jbd2.Recovery) (map[uint64][]b
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("after the fast-commit replay: %w", err)
 	}
-	if err := cow.patchSuper(func(s *super.Superblock) { s.FeatureIncompat |= super.IncompatRecover }); err != nil {
+	if err := cow.patchSuper(func(s *super.Superblock) {
+		s.FeatureIncompat |= super.IncompatRecover
+		s.State = state
+		s.FeatureROCompat |= roCompat & super.ROCompatOrphanPresent
+	}); err != nil {
 		return nil, err
 	}
 	return cow.blocks, nil
@@ -140,11 +164,14 @@ func (r *fcReplay) corrupt(i int, tg jbd2.FCTag, detail string) error {
 }
 
 // excluded reports whether [start, start+n) meets a range the fast
-// commits map.
-func (r *fcReplay) excluded(start, n uint64) bool {
+// commits map, and if so where the first such range ends.
+func (r *fcReplay) excluded(start, n uint64) (uint64, bool) {
 	end := start + n
 	i := sort.Search(len(r.regions), func(i int) bool { return r.regions[i][1] > start })
-	return i < len(r.regions) && r.regions[i][0] < end
+	if i < len(r.regions) && r.regions[i][0] < end {
+		return r.regions[i][1], true
+	}
+	return 0, false
 }
 
 func (r *fcReplay) record(ino uint32) {
@@ -163,6 +190,9 @@ func (r *fcReplay) release(start, n uint64) {
 // inode returns inode ino if it is one the kernel's iget would give: it
 // reads, and has links.
 func (r *fcReplay) inode(ino uint32) (*node, bool) {
+	if ino < r.f.sb.FirstInode() && ino != rootIno {
+		return nil, false // kernel: __ext4_iget refuses reserved inodes
+	}
 	n, err := r.f.inode(ino)
 	if err != nil || n.in().LinksCount == 0 {
 		return nil, false
@@ -228,11 +258,11 @@ func (r *fcReplay) apply(tg jbd2.FCTag) error {
 }
 
 // replayInode applies an INODE record (kernel: ext4_fc_replay_inode).
-func (r *fcReplay) replayInode(x jbd2.FCInode) error {
+func (r *fcReplay) replayInode(x jbd2.FCInode) (err error) {
 	f := r.f
 	blk, off, err := f.inodeLocation(x.Ino)
-	if err != nil {
-		return nil // no such inode: skipped, as the kernel skips it
+	if err != nil || (x.Ino < f.sb.FirstInode() && x.Ino != rootIno) {
+		return nil // no such inode, or a reserved one: skipped
 	}
 	if old, ok := r.inode(x.Ino); ok {
 		rs, err := r.blocksOf(old, old.in())
@@ -277,9 +307,11 @@ func (r *fcReplay) replayInode(x jbd2.FCInode) error {
 	if err != nil {
 		return err
 	}
-	defer h.End()
-	if _, err := f.w.ialloc.MarkUsed(h, x.Ino, in.IsDir()); err != nil {
-		return err
+	defer endHandle(h, &err)
+	if x.Ino >= f.sb.FirstInode() {
+		if _, err := f.w.ialloc.MarkUsed(h, x.Ino, in.IsDir()); err != nil {
+			return err
+		}
 	}
 	if old, err := f.inode(x.Ino); err == nil {
 		f.cache.forget(old)
@@ -295,6 +327,9 @@ func (r *fcReplay) replayInode(x jbd2.FCInode) error {
 // rangeEditor returns the extent editor of n for the replay, or nil for
 // an inode without an extent tree (which fast commits do not map).
 func (r *fcReplay) rangeEditor(h handle, n *node, in *inode.Inode) *extent.Editor {
+	if in.IsDir() {
+		return nil
+	}
 	if !in.HasFlag(inode.FlagExtents) || in.HasFlag(inode.FlagInlineData) {
 		return nil
 	}
@@ -303,18 +338,23 @@ func (r *fcReplay) rangeEditor(h handle, n *node, in *inode.Inode) *extent.Edito
 }
 
 // addRange applies an ADD_RANGE record (kernel: ext4_fc_replay_add_range).
-func (r *fcReplay) addRange(x jbd2.FCRange) error {
+func (r *fcReplay) addRange(x jbd2.FCRange) (err error) {
 	f := r.f
 	n, ok := r.inode(x.Ino)
 	if !ok {
 		return nil
+	}
+	if n.isDir() {
+		// The kernel logs no ranges of directories (their blocks are
+		// rebuilt from the entry records).
+		return &CorruptError{What: "journal", Block: -1, Ino: x.Ino, Detail: "fast-commit ADD_RANGE of a directory"}
 	}
 	r.record(x.Ino)
 	h, err := f.begin()
 	if err != nil {
 		return err
 	}
-	defer h.End()
+	defer endHandle(h, &err)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	in := editInode(n)
@@ -353,18 +393,21 @@ func (r *fcReplay) addRange(x jbd2.FCRange) error {
 }
 
 // delRange applies a DEL_RANGE record (kernel: ext4_fc_replay_del_range).
-func (r *fcReplay) delRange(x jbd2.FCDelRange) error {
+func (r *fcReplay) delRange(x jbd2.FCDelRange) (err error) {
 	f := r.f
 	n, ok := r.inode(x.Ino)
 	if !ok {
 		return nil
+	}
+	if n.isDir() {
+		return &CorruptError{What: "journal", Block: -1, Ino: x.Ino, Detail: "fast-commit DEL_RANGE of a directory"}
 	}
 	r.record(x.Ino)
 	h, err := f.begin()
 	if err != nil {
 		return err
 	}
-	defer h.End()
+	defer endHandle(h, &err)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	in := editInode(n)
@@ -379,8 +422,15 @@ func (r *fcReplay) delRange(x jbd2.FCDelRange) error {
 	return f.setInode(h, n, in)
 }
 
-// addEntry adds name -> child to directory parent unless the name is
-// there already; it reports whether it added it.
+// endHandle ends h, keeping the first error.
+func endHandle(h handle, err *error) {
+	if e := h.End(); *err == nil {
+		*err = e
+	}
+}
+
+// addEntry adds name -> child to directory parent (mu held) unless the
+// name is there already; it reports whether it added it.
 func (r *fcReplay) addEntry(h handle, parent, child *node, name []byte) (bool, error) {
 	f := r.f
 	if !parent.isDir() {
@@ -392,6 +442,7 @@ func (r *fcReplay) addEntry(h handle, parent, child *node, name []byte) (bool, e
 	if parent.in().HasFlag(inode.FlagInlineData) {
 		return false, &UnsupportedError{Feature: "fast-commit replay into an inline-data directory"}
 	}
+	r.record(parent.ino)
 	pin := editInode(parent)
 	ed := f.dirEditor(f.newDirStore(h, parent, pin, nil))
 	if err := ed.Add(dir.Entry{Inode: child.ino, Name: name, FileType: f.fileType(child.in().Mode)}); err != nil {
@@ -406,9 +457,18 @@ func (r *fcReplay) addEntry(h handle, parent, child *node, name []byte) (bool, e
 	return true, f.setInode(h, parent, pin)
 }
 
+// validName reports whether a record's name can be a directory entry.
+func validName(name []byte) bool {
+	return len(name) > 0 && len(name) <= 255 && !bytes.ContainsAny(name, "/\x00") &&
+		string(name) != "." && string(name) != ".."
+}
+
 // create applies a CREAT_DENTRY record (kernel: ext4_fc_replay_create).
-func (r *fcReplay) create(x jbd2.FCDentry) error {
+func (r *fcReplay) create(x jbd2.FCDentry) (err error) {
 	f := r.f
+	if x.Ino < f.sb.FirstInode() {
+		return &CorruptError{What: "journal", Block: -1, Ino: x.Ino, Detail: "fast-commit CREAT_DENTRY of a reserved inode"}
+	}
 	child, ok := r.inode(x.Ino)
 	if !ok {
 		return &CorruptError{What: "journal", Block: -1, Ino: x.Ino, Detail: "fast-commit CREAT_DENTRY of an inode that is not there"}
@@ -417,24 +477,44 @@ func (r *fcReplay) create(x jbd2.FCDentry) error {
 	if err != nil {
 		return err
 	}
-	defer h.End()
+	defer endHandle(h, &err)
 	if _, err := f.w.ialloc.MarkUsed(h, x.Ino, child.isDir()); err != nil {
 		return err
 	}
+	r.record(x.Ino)
 	parent, ok := r.inode(x.Parent)
-	if !ok {
-		return nil
+	if ok && (!validName(x.Name) || parent == child) {
+		ok = false
 	}
+	if ok {
+		parent.mu.Lock()
+		defer parent.mu.Unlock()
+	}
+	child.mu.Lock()
+	defer child.mu.Unlock()
 	if child.isDir() {
+		if !ok {
+			return nil
+		}
 		// A new directory's first block, "." and "..", made anew
-		// (kernel: ext4_init_new_dir after setting i_size to 0).
+		// (kernel: ext4_init_new_dir after setting i_size to 0); one
+		// that maps a block 0 already is not a new one, and the record
+		// is skipped, as the kernel's ext4_append refuses it.
 		in := editInode(child)
+		if in.HasFlag(inode.FlagInlineData) {
+			return &UnsupportedError{Feature: "fast-commit replay of an inline-data directory"}
+		}
 		if ed := r.rangeEditor(h, child, in); ed != nil {
-			if err := ed.Remove(0, extent.MaxLogical); err != nil {
+			m, err := ed.Tree().Lookup(0)
+			if err != nil {
 				return err
+			}
+			if !m.Hole() {
+				return nil
 			}
 		}
 		in.Size = 0
+		in.Flags &^= inode.FlagIndex
 		ds := f.newDirStore(h, child, in, nil)
 		lblk, err := ds.AppendBlock()
 		if err != nil {
@@ -450,10 +530,11 @@ func (r *fcReplay) create(x jbd2.FCDentry) error {
 		if err := f.setInode(h, child, in); err != nil {
 			return err
 		}
-		r.record(x.Ino)
 	}
-	if _, err := r.addEntry(h, parent, child, x.Name); err != nil {
-		return err
+	if ok {
+		if _, err := r.addEntry(h, parent, child, x.Name); err != nil {
+			return err
+		}
 	}
 	in := editInode(child)
 	in.LinksCount = 1
@@ -461,77 +542,126 @@ func (r *fcReplay) create(x jbd2.FCDentry) error {
 }
 
 // link applies an ADD_ENTRY record (kernel: ext4_fc_replay_link).
-func (r *fcReplay) link(x jbd2.FCDentry) error {
+func (r *fcReplay) link(x jbd2.FCDentry) (err error) {
 	f := r.f
 	child, ok := r.inode(x.Ino)
 	if !ok {
 		return nil
 	}
 	parent, ok := r.inode(x.Parent)
-	if !ok {
+	if !ok || parent == child || !validName(x.Name) {
 		return nil
+	}
+	if child.isDir() {
+		// link(2) refuses directories: the kernel never logs this.
+		return &CorruptError{What: "journal", Block: -1, Ino: x.Ino, Detail: "fast-commit ADD_ENTRY of a directory"}
 	}
 	h, err := f.begin()
 	if err != nil {
 		return err
 	}
-	defer h.End()
+	defer endHandle(h, &err)
+	parent.mu.Lock()
+	defer parent.mu.Unlock()
+	child.mu.Lock()
+	defer child.mu.Unlock()
 	added, err := r.addEntry(h, parent, child, x.Name)
 	if err != nil || !added {
 		return err
 	}
+	r.record(x.Ino)
 	in := editInode(child)
-	in.LinksCount++
+	if in.LinksCount < linkMax {
+		in.LinksCount++
+	}
 	return f.setInode(h, child, in)
 }
 
-// unlink applies a DEL_ENTRY record (kernel: ext4_fc_replay_unlink).
-func (r *fcReplay) unlink(x jbd2.FCDentry) error {
+// unlink applies a DEL_ENTRY record (kernel: ext4_fc_replay_unlink): the
+// entry goes if it names the inode, and the inode loses a link if the
+// name was there (kernel: __ext4_unlink drops it even when the name
+// now names another inode).
+func (r *fcReplay) unlink(x jbd2.FCDentry) (err error) {
 	f := r.f
 	child, ok := r.inode(x.Ino)
 	if !ok {
 		return nil
 	}
 	parent, ok := r.inode(x.Parent)
-	if !ok || !parent.isDir() {
+	if !ok || !parent.isDir() || parent == child || !validName(x.Name) {
 		return nil
-	}
-	if ino, err := f.lookup(parent, string(x.Name)); err != nil || ino != x.Ino {
-		return nil // gone already (or another inode's name now)
-	}
-	if parent.in().HasFlag(inode.FlagInlineData) {
-		return &UnsupportedError{Feature: "fast-commit replay in an inline-data directory"}
 	}
 	h, err := f.begin()
 	if err != nil {
 		return err
 	}
-	defer h.End()
-	pin := editInode(parent)
-	ed := f.dirEditor(f.newDirStore(h, parent, pin, nil))
-	if _, err := ed.Remove(x.Name); err != nil {
-		return err
+	defer endHandle(h, &err)
+	parent.mu.Lock()
+	defer parent.mu.Unlock()
+	child.mu.Lock()
+	defer child.mu.Unlock()
+	ino, err := f.lookup(parent, string(x.Name))
+	if err != nil {
+		return nil // gone already
 	}
 	now := inode.FromTime(f.now())
-	pin.Mtime, pin.Ctime = now, now
-	if err := f.setInode(h, parent, pin); err != nil {
-		return err
+	isDir := child.isDir()
+	if isDir {
+		// An rmdir: the directory must be empty, and goes with all its
+		// links (kernel: ext4_rmdir's clear_nlink).
+		if ino != x.Ino {
+			return nil
+		}
+		empty, err := f.dirIsEmpty(child)
+		if err != nil {
+			return err
+		}
+		if !empty {
+			return &CorruptError{What: "journal", Block: -1, Ino: x.Ino, Detail: "fast-commit DEL_ENTRY of a directory that is not empty"}
+		}
+	}
+	if ino == x.Ino {
+		if parent.in().HasFlag(inode.FlagInlineData) {
+			return &UnsupportedError{Feature: "fast-commit replay in an inline-data directory"}
+		}
+		pin := editInode(parent)
+		ed := f.dirEditor(f.newDirStore(h, parent, pin, nil))
+		if _, err := ed.Remove(x.Name); err != nil {
+			return err
+		}
+		pin.Mtime, pin.Ctime = now, now
+		if isDir {
+			decLinks(pin)
+		}
+		if err := f.setInode(h, parent, pin); err != nil {
+			return err
+		}
+		r.record(parent.ino)
 	}
 	in := editInode(child)
-	if in.LinksCount > 0 {
+	if isDir {
+		in.LinksCount = 0
+	} else if in.LinksCount > 0 {
 		in.LinksCount--
 	}
 	in.Ctime = now
 	r.unlinked[x.Ino] = true
+	r.record(x.Ino)
 	return f.setInode(h, child, in)
 }
 
-// finish rebuilds the bitmaps of the touched inodes and their i_blocks
-// (kernel: ext4_fc_set_bitmaps_and_counters), and frees the inodes left
-// without links.
-func (r *fcReplay) finish() error {
+// finish frees the inodes left without links, then rebuilds the bitmaps
+// of the touched inodes and their i_blocks (kernel:
+// ext4_fc_set_bitmaps_and_counters).
+func (r *fcReplay) finish() (err error) {
 	f := r.f
 	// The tree blocks the replay freed wait for a commit.
+	if err := f.tm.Commit(); err != nil {
+		return err
+	}
+	if err := r.freeDead(); err != nil {
+		return err
+	}
 	if err := f.tm.Commit(); err != nil {
 		return err
 	}
@@ -541,23 +671,15 @@ func (r *fcReplay) finish() error {
 		blocks uint64
 	}
 	var counts []count
-	var dead []*node
 	for _, ino := range r.modified {
-		n, err := f.inode(ino)
-		if err != nil {
+		n, ok := r.inode(ino)
+		if !ok {
 			continue
 		}
 		in := n.in()
 		rs, err := r.blocksOf(n, in)
 		if err != nil {
 			return err
-		}
-		if in.LinksCount == 0 {
-			if r.unlinked[ino] {
-				r.released = append(r.released, rs...)
-				dead = append(dead, n)
-			}
-			continue
 		}
 		final = append(final, rs...)
 		if in.HasFlag(inode.FlagExtents) && !in.HasFlag(inode.FlagInlineData) {
@@ -571,34 +693,16 @@ func (r *fcReplay) finish() error {
 			counts = append(counts, count{n, b})
 		}
 	}
-	for ino := range r.unlinked {
-		if r.seen[ino] {
-			continue
-		}
-		if n, err := f.inode(ino); err == nil && n.in().LinksCount == 0 {
-			rs, err := r.blocksOf(n, n.in())
-			if err != nil {
-				return err
-			}
-			r.released = append(r.released, rs...)
-			dead = append(dead, n)
-		}
-	}
 	final = mergeRanges(final)
-	for _, x := range final {
-		if x[0] < uint64(f.sb.FirstDataBlock) || x[1] > f.sb.BlocksCount() || x[1] <= x[0] {
-			return &CorruptError{What: "journal", Block: int64(x[0]), Detail: "the fast commits map blocks outside the filesystem"}
-		}
-		if f.zone.Load().overlaps(x[0], x[1]-x[0]) {
-			return &CorruptError{What: "journal", Block: int64(x[0]), Detail: "the fast commits map blocks of the filesystem's metadata"}
-		}
+	if err := r.checkRanges(final); err != nil {
+		return err
 	}
 	free := subtractRanges(subtractRanges(mergeRanges(r.released), final), f.zone.Load().ranges)
 	h, err := f.begin()
 	if err != nil {
 		return err
 	}
-	defer h.End()
+	defer endHandle(h, &err)
 	for _, x := range final {
 		if err := f.w.balloc.MarkRange(h, x[0], x[1]-x[0], true); err != nil {
 			return err
@@ -613,36 +717,79 @@ func (r *fcReplay) finish() error {
 		}
 	}
 	for _, c := range counts {
+		c.n.mu.Lock()
 		in := editInode(c.n)
-		if err := in.SetSectors(c.blocks*uint64(f.blockSize/512), uint32(f.blockSize), f.hugeFile); err != nil {
-			return err
+		err := in.SetSectors(c.blocks*uint64(f.blockSize/512), uint32(f.blockSize), f.hugeFile)
+		if err == nil {
+			err = f.setInode(h, c.n, in)
 		}
-		if err := f.setInode(h, c.n, in); err != nil {
+		c.n.mu.Unlock()
+		if err != nil {
 			return err
 		}
 	}
-	for _, n := range dead {
-		in := editInode(n)
-		isDir := in.IsDir()
-		in.Dtime = uint32(f.now().Unix())
-		in.Size = 0
-		if err := in.SetSectors(0, uint32(f.blockSize), f.hugeFile); err != nil {
-			return err
+	return err
+}
+
+// checkRanges refuses blocks outside the filesystem or in its fixed
+// metadata (the journal included).
+func (r *fcReplay) checkRanges(rs [][2]uint64) error {
+	f := r.f
+	for _, x := range rs {
+		if x[0] < uint64(f.sb.FirstDataBlock) || x[1] > f.sb.BlocksCount() || x[1] <= x[0] {
+			return &CorruptError{What: "journal", Block: int64(x[0]), Detail: "the fast commits map blocks outside the filesystem"}
 		}
-		if in.HasFlag(inode.FlagExtents) {
-			in.Block = [60]byte{}
-			if err := extent.NewRoot().Encode(in.Block[:]); err != nil {
+		if f.zone.Load().overlaps(x[0], x[1]-x[0]) {
+			return &CorruptError{What: "journal", Block: int64(x[0]), Detail: "the fast commits map blocks of the filesystem's metadata"}
+		}
+	}
+	return nil
+}
+
+// freeDead frees the inodes an entry removal left without links, as the
+// orphan cleanup after the kernel's replay frees them: their blocks
+// (marked used first: the fast commits may have mapped them without the
+// bitmap knowing), xattrs, and the inode.
+func (r *fcReplay) freeDead() (err error) {
+	f := r.f
+	var dead []*node
+	for ino := range r.unlinked {
+		n, err := f.inode(ino)
+		if err == nil && n.in().LinksCount == 0 && !n.freed.Load() {
+			dead = append(dead, n)
+		}
+	}
+	if len(dead) == 0 {
+		return nil
+	}
+	slices.SortFunc(dead, func(a, b *node) int { return int(a.ino) - int(b.ino) })
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer endHandle(h, &err)
+	for _, n := range dead {
+		n.mu.Lock()
+		err := func() error {
+			rs, err := r.blocksOf(n, n.in())
+			if err != nil {
 				return err
 			}
-		}
-		if err := f.setInode(h, n, in); err != nil {
+			rs = mergeRanges(rs)
+			if err := r.checkRanges(rs); err != nil {
+				return err
+			}
+			for _, x := range rs {
+				if err := f.w.balloc.MarkRange(h, x[0], x[1]-x[0], true); err != nil {
+					return err
+				}
+			}
+			return f.freeInodeIn(h, n)
+		}()
+		n.mu.Unlock()
+		if err != nil {
 			return err
 		}
-		if err := f.w.ialloc.Free(h, n.ino, isDir); err != nil {
-			return err
-		}
-		n.freed.Store(true)
-		f.cache.forget(n)
 	}
 	return nil
 }

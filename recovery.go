@@ -10,7 +10,9 @@ import (
 	"github.com/ext4go/ext4go/internal/dev"
 	"github.com/ext4go/ext4go/internal/fserr"
 	"github.com/ext4go/ext4go/internal/jbd2"
+	"github.com/ext4go/ext4go/internal/journal"
 	"github.com/ext4go/ext4go/internal/super"
+	"github.com/ext4go/ext4go/internal/txn"
 )
 
 // Journal recovery. A filesystem whose journal holds
@@ -49,10 +51,12 @@ type journalLog struct {
 	sb    *jbd2.Superblock
 	phys0 uint64 // filesystem block holding journal block 0
 	rec   *jbd2.Recovery
+	phys  func(nr uint32) (uint64, error)
 	// blocks are what the replay writes, in the order of order: the
-	// logged blocks, then those the fast commits changed.
+	// logged blocks, then those the fast commits changed (fc).
 	blocks map[uint64][]byte
 	order  []uint64
+	fc     map[uint64][]byte
 }
 
 // addBlocks adds the blocks a fast-commit replay changed, which come
@@ -72,7 +76,7 @@ func (j *journalLog) addBlocks(bs map[uint64][]byte) {
 		blocks[blk] = b
 	}
 	sort.Slice(more, func(a, b int) bool { return more[a] < more[b] })
-	j.blocks, j.order = blocks, append(order, more...)
+	j.blocks, j.order, j.fc = blocks, append(order, more...), bs
 }
 
 // journalFile is the internal journal as stored: its superblock and the
@@ -183,7 +187,7 @@ func (f *FS) recoverJournal() (*journalLog, error) {
 			return nil, &CorruptError{What: "journal", Block: int64(blk), Ino: sb.JournalInum, Detail: "a logged block lies outside the filesystem"}
 		}
 	}
-	return &journalLog{sb: jf.sb, phys0: jf.phys0, rec: rec, blocks: rec.Blocks, order: rec.Order}, nil
+	return &journalLog{sb: jf.sb, phys0: jf.phys0, phys: jf.phys, rec: rec, blocks: rec.Blocks, order: rec.Order}, nil
 }
 
 // replayHome finishes a recovery for writing, as the kernel does at
@@ -193,9 +197,19 @@ func (f *FS) recoverJournal() (*journalLog, error) {
 // the last replayed transaction, and needs_recovery is cleared. Each step
 // is flushed before the next, so a crash in between leaves a journal that
 // replays to the same result.
+//
+// The blocks of a fast-commit replay are not the log's: a crash while
+// they go home would leave some of them, and a second replay would start
+// from another state. They are first committed as one more transaction
+// of the log (EndSeq, the one the fast commits belong to, which makes the
+// fast-commit area stale for any later recovery), after the logged blocks
+// are home; from its commit on, any recovery replays them whole.
 func (f *FS) replayHome(d dev.Device, j *journalLog) error {
 	bs := f.blockSize
 	for _, blk := range j.order {
+		if _, ok := j.fc[blk]; ok {
+			continue
+		}
 		if _, err := d.WriteAt(j.blocks[blk], int64(blk)*bs); err != nil {
 			return fmt.Errorf("writing replayed block %d: %w", blk, err)
 		}
@@ -203,14 +217,52 @@ func (f *FS) replayHome(d dev.Device, j *journalLog) error {
 	if err := d.Sync(); err != nil {
 		return err
 	}
-	jsb := *j.sb
-	jsb.Start = 0
-	jsb.Sequence = j.rec.EndSeq + 1
-	if _, err := d.WriteAt(jsb.Encode(), int64(j.phys0)*bs); err != nil {
-		return fmt.Errorf("writing the journal superblock: %w", err)
-	}
-	if err := d.Sync(); err != nil {
-		return err
+	if len(j.fc) > 0 {
+		rec := j.rec
+		jl, err := journal.Append(d, int(bs), j.sb, j.phys, f.now, rec.LogHead, rec.LogUsed, rec.EndSeq, rec.LastCommit)
+		if err != nil {
+			return err
+		}
+		blocks := make([]txn.Block, 0, len(j.fc))
+		for blk, b := range j.fc {
+			blocks = append(blocks, txn.Block{Nr: blk, Data: b})
+		}
+		sort.Slice(blocks, func(a, b int) bool { return blocks[a].Nr < blocks[b].Nr })
+		// Once the fast commits are in the log their area goes, at
+		// once: a stale HEAD is refused by e2fsck (1.47's scan fails on
+		// a HEAD of another transaction, where the kernel's stops).
+		jl.Durable = func() error {
+			first, end := j.sb.FastCommitArea()
+			if first >= end {
+				return nil
+			}
+			p, err := j.phys(first)
+			if err != nil {
+				return err
+			}
+			if _, err := d.WriteAt(make([]byte, bs), int64(p)*bs); err != nil {
+				return fmt.Errorf("clearing the fast-commit area: %w", err)
+			}
+			return d.Sync()
+		}
+		if err := jl.Commit(uint64(rec.EndSeq), blocks, nil); err != nil {
+			return fmt.Errorf("logging the fast-commit replay: %w", err)
+		}
+		// Written home by the commit; Close flushes them and empties
+		// the log, its sequence going on after this transaction.
+		if err := jl.Close(); err != nil {
+			return err
+		}
+	} else {
+		jsb := *j.sb
+		jsb.Start = 0
+		jsb.Sequence = j.rec.EndSeq + 1
+		if _, err := d.WriteAt(jsb.Encode(), int64(j.phys0)*bs); err != nil {
+			return fmt.Errorf("writing the journal superblock: %w", err)
+		}
+		if err := d.Sync(); err != nil {
+			return err
+		}
 	}
 	buf := make([]byte, super.Size)
 	if _, err := d.ReadAt(buf, super.Offset); err != nil {

@@ -55,7 +55,7 @@ type writer struct {
 
 	// exclude, during a fast-commit replay, names blocks the allocator
 	// must not hand out (the ones the fast commits map).
-	exclude func(start, n uint64) bool
+	exclude func(start, n uint64) (end uint64, hit bool)
 }
 
 type paddedMutex struct {
@@ -829,23 +829,31 @@ func (f *FS) allocBlocks(tx mballoc.Tx, req mballoc.Request) (mballoc.Extent, er
 	if f.w.exclude == nil {
 		return f.w.balloc.Allocate(tx, req)
 	}
-	// Set aside what the replay must not use, and give it back after.
+	// Set aside what the replay must not use, and give it back after;
+	// the next try starts past the range hit (kernel:
+	// ext4_mb_new_blocks_simple skipping excluded blocks).
 	var held []mballoc.Extent
 	defer func() {
 		for _, e := range held {
-			if err := f.w.balloc.Free(nil, e.Start, uint64(e.Len), mballoc.FreeNoDefer); err != nil {
+			if err := f.w.balloc.Free(tx, e.Start, uint64(e.Len), mballoc.FreeNoDefer); err != nil {
 				f.setError(err)
 			}
 		}
 	}()
 	for {
 		e, err := f.w.balloc.Allocate(tx, req)
-		if err != nil || !f.w.exclude(e.Start, uint64(e.Len)) {
+		if err != nil {
 			return e, err
 		}
+		end, hit := f.w.exclude(e.Start, uint64(e.Len))
+		if !hit {
+			return e, nil
+		}
 		held = append(held, e)
-		if len(held) > 1024 {
+		if len(held) > 4096 {
 			return mballoc.Extent{}, &mballoc.NoSpaceError{}
 		}
+		req.Goal = end
+		req.LeftPhysical, req.RightPhysical = 0, 0
 	}
 }

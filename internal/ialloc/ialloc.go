@@ -354,8 +354,8 @@ func (a *Allocator) Load(gi uint32) error {
 // directory when dir is set, and reports whether it changed anything.
 func (a *Allocator) MarkUsed(tx Tx, ino uint32, dir bool) (bool, error) {
 	n := a.geo.InodesPerGroup
-	if ino == 0 || uint64(ino) > uint64(a.geo.Groups)*uint64(n) {
-		return false, fserr.Corrupt("inode number", "marking nonexistent inode %d", ino)
+	if ino < a.geo.FirstIno || uint64(ino) > uint64(a.geo.Groups)*uint64(n) {
+		return false, fserr.Corrupt("inode number", "marking reserved or nonexistent inode %d", ino)
 	}
 	gi, idx := (ino-1)/n, (ino-1)%n
 	g, err := a.lockLoaded(gi)

@@ -22,6 +22,11 @@ type Recovery struct {
 	// the next transaction's ID must go on (the journal's s_sequence
 	// once it is reset).
 	StartSeq, EndSeq uint32
+	// LogHead is the log block after the last replayed commit block
+	// (where transaction EndSeq would go), LogUsed the log blocks from
+	// s_start to it, LastCommit the newest commit time the scan saw.
+	LogHead, LogUsed uint32
+	LastCommit       uint64
 	Revokes          int // revoke records read
 	RevokeHits       int // logged copies skipped for a revoke
 	// FastCommits are the fast commits to apply after the blocks (ext4's
@@ -48,7 +53,7 @@ type Recovery struct {
 // first fast commit fails its checksum is refused, as the kernel refuses
 // it.
 func Recover(sb *Superblock, read ReadLog) (*Recovery, error) {
-	r := &Recovery{Blocks: map[uint64][]byte{}, StartSeq: sb.Sequence, EndSeq: sb.Sequence}
+	r := &Recovery{Blocks: map[uint64][]byte{}, StartSeq: sb.Sequence, EndSeq: sb.Sequence, LogHead: sb.Start}
 	if sb.Start == 0 {
 		return r, nil
 	}
@@ -230,6 +235,10 @@ func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32,
 			}
 			if kind == passScan {
 				lastCommit = c.CommitSec
+				r.LastCommit = max(r.LastCommit, c.CommitSec)
+				if !endKnown {
+					r.LogHead, r.LogUsed = blk, uint32(used)
+				}
 			}
 			seq++
 		case BlockRevoke:

@@ -69,6 +69,10 @@ type Stats struct {
 
 // Journal writes transactions through an internal jbd2 log.
 type Journal struct {
+	// Durable, when set, is called once a commit block is durable,
+	// before the transaction's blocks are written home.
+	Durable func() error
+
 	dev  Device
 	bs   int64
 	phys Map
@@ -80,6 +84,7 @@ type Journal struct {
 	used       uint32 // log blocks from the tail to head
 	seq        uint32 // sequence of the next transaction
 	live       bool   // the superblock on disk has s_start set
+	appending  bool   // opened by Append: the log's older transactions are not ours to checkpoint
 	closed     bool
 	lastCommit uint64 // seconds of the last commit block (kept monotonic)
 	perDesc    int    // tags one descriptor block holds
@@ -182,6 +187,41 @@ type write struct {
 	data []byte
 }
 
+// Append prepares to commit one more transaction after the committed
+// ones of a log that needs recovery (sb as on disk, s_start set): head is
+// the log block after the last commit block, used the log blocks from
+// s_start to it, seq the next transaction's ID and lastCommit the newest
+// commit time in the log. The journal's features stay as they are (the
+// log was written with them). Commit writes the transaction after the
+// others, with the superblock unchanged; one that does not fit in the free
+// part of the log fails with ErrTooBig, as the older transactions cannot
+// be checkpointed here: their blocks are the caller's to write home (and
+// flush) before Close empties the log.
+func Append(d Device, blockSize int, sb *jbd2.Superblock, phys Map, now func() time.Time, head, used, seq uint32, lastCommit uint64) (*Journal, error) {
+	if sb.Start == 0 {
+		return nil, fmt.Errorf("journal: the log is empty; Open it")
+	}
+	if int(sb.BlockSize) != blockSize {
+		return nil, fmt.Errorf("journal: block size %d, filesystem %d", sb.BlockSize, blockSize)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	j := &Journal{dev: d, bs: int64(blockSize), phys: phys, sb: *sb, now: now,
+		first: sb.First, end: sb.LogEnd(), seq: seq, logged: map[uint64]uint64{},
+		head: head, used: used, live: true, appending: true, lastCommit: lastCommit}
+	if j.end <= j.first+4 || head < j.first || head >= j.end || used >= j.end-j.first {
+		return nil, fmt.Errorf("journal: log area [%d, %d) with head %d, %d blocks used", j.first, j.end, head, used)
+	}
+	tb := j.sb.TagBytes()
+	space := jbd2.DescriptorSpace(&j.sb)
+	j.perDesc = 1 + (space-tb-16)/tb
+	if j.perDesc < 1 {
+		return nil, fmt.Errorf("journal: descriptor block has no room for tags")
+	}
+	return j, nil
+}
+
 // Commit logs the transaction, commits it and writes its blocks home
 // (txn.Committer). It returns once the commit block is durable.
 func (j *Journal) Commit(tid uint64, blocks []txn.Block, revokes []uint64) error {
@@ -200,6 +240,9 @@ func (j *Journal) Commit(tid uint64, blocks []txn.Block, revokes []uint64) error
 		return fmt.Errorf("%w: %d blocks to log, %d in the journal", ErrTooBig, need, j.Capacity())
 	}
 	if room-j.used < need {
+		if j.appending {
+			return fmt.Errorf("%w: %d blocks to log, %d free after the log's transactions", ErrTooBig, need, room-j.used)
+		}
 		if err := j.checkpoint(tid); err != nil {
 			return err
 		}
@@ -292,6 +335,11 @@ func (j *Journal) Commit(tid uint64, blocks []txn.Block, revokes []uint64) error
 		return err
 	}
 	// Committed: the transaction survives a crash from here on.
+	if j.Durable != nil {
+		if err := j.Durable(); err != nil {
+			return err
+		}
+	}
 	j.head = next
 	j.used += need
 	j.seq++
