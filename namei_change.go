@@ -22,14 +22,21 @@ func (f *FS) Remove(name string) error {
 	}
 	parent.mu.Lock()
 	defer parent.mu.Unlock()
-	if err := f.removeEntry(parent, base); err != nil {
+	if err := f.removeEntry(parent, base, removeAny); err != nil {
 		return &fs.PathError{Op: "remove", Path: name, Err: err}
 	}
 	return nil
 }
 
+// What removeEntry may remove.
+const (
+	removeAny    = iota // os.Remove: a file or an empty directory
+	removeNotDir        // unlink(2): EISDIR for a directory
+	removeDir           // rmdir(2): ENOTDIR for anything else
+)
+
 // removeEntry unlinks (or rmdirs) base from parent, whose mu is held.
-func (f *FS) removeEntry(parent *node, base string) (err error) {
+func (f *FS) removeEntry(parent *node, base string, kind int) (err error) {
 	if err := f.checkDirWritable(parent); err != nil {
 		return err
 	}
@@ -51,6 +58,12 @@ func (f *FS) removeEntry(parent *node, base string) (err error) {
 		return syscall.EPERM
 	}
 	isDir := cin.IsDir()
+	switch {
+	case kind == removeNotDir && isDir:
+		return syscall.EISDIR
+	case kind == removeDir && !isDir:
+		return syscall.ENOTDIR
+	}
 	if isDir {
 		empty, err := f.dirIsEmpty(child)
 		if err != nil {
@@ -178,7 +191,7 @@ func (f *FS) emptyDir(d *File, name string, above map[uint32]bool) error {
 		// Through d's node, not the path: removing a deep tree costs what
 		// it holds.
 		d.n.mu.Lock()
-		err := f.removeEntry(d.n, e.Name())
+		err := f.removeEntry(d.n, e.Name(), removeAny)
 		d.n.mu.Unlock()
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return &fs.PathError{Op: "remove", Path: p, Err: err}
@@ -201,7 +214,15 @@ func (f *FS) link(oldname, newname string) (err error) {
 	if err != nil {
 		return err
 	}
-	fail := func(err error) error { return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: err} }
+	if err := f.linkIn(old, parent, base); err != nil {
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: err}
+	}
+	return nil
+}
+
+// linkIn adds name base in directory parent for old; it takes the locks.
+func (f *FS) linkIn(old, parent *node, base string) (err error) {
+	fail := func(err error) error { return err }
 	parent.mu.Lock()
 	defer parent.mu.Unlock()
 	if old.isDir() {
@@ -281,25 +302,40 @@ func (f *FS) setAttr(op, name string, follow bool, fn func(in *inode.Inode) erro
 	if err != nil {
 		return err
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if err := f.named(n); err != nil {
-		return &fs.PathError{Op: op, Path: name, Err: err}
-	}
-	h, err := f.begin()
-	if err != nil {
-		return &fs.PathError{Op: op, Path: name, Err: err}
-	}
-	defer h.End()
-	in := editInode(n)
-	if err := fn(in); err != nil {
-		return &fs.PathError{Op: op, Path: name, Err: err}
-	}
-	in.Ctime = inode.FromTime(f.now())
-	if err := f.setInode(h, n, in); err != nil {
+	if err := f.setAttrNode(n, true, fn); err != nil {
 		return &fs.PathError{Op: op, Path: name, Err: err}
 	}
 	return nil
+}
+
+// setAttrNode changes n's inode with fn under its lock and sets its
+// ctime; named says n must still have a name (else an open file's inode
+// may be changed too, as fchmod can).
+func (f *FS) setAttrNode(n *node, named bool, fn func(in *inode.Inode) error) (err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if named {
+		if err := f.named(n); err != nil {
+			return err
+		}
+	} else if n.freed.Load() {
+		return fs.ErrNotExist
+	}
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if e := h.End(); err == nil {
+			err = e
+		}
+	}()
+	in := editInode(n)
+	if err := fn(in); err != nil {
+		return err
+	}
+	in.Ctime = inode.FromTime(f.now())
+	return f.setInode(h, n, in)
 }
 
 // Chmod sets the permission and special bits of the named file (following

@@ -47,7 +47,7 @@ func (f *FS) rename(oldname, newname string, flags int) (err error) {
 	if flags&^(RenameNoReplace|RenameExchange) != 0 || flags == RenameNoReplace|RenameExchange {
 		return syscall.EINVAL
 	}
-	op, np, err := f.parentOf("rename", oldname)
+	oldParent, oldBase, err := f.parentOf("rename", oldname)
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,12 @@ func (f *FS) rename(oldname, newname string, flags int) (err error) {
 	if err != nil {
 		return err
 	}
-	oldParent, oldBase := op, np
+	return f.renameIn(oldParent, oldBase, newParent, newBase, flags)
+}
+
+// renameIn moves oldBase of directory oldParent to newBase of newParent
+// (flags checked); it takes the directories' locks.
+func (f *FS) renameIn(oldParent *node, oldBase string, newParent *node, newBase string, flags int) (err error) {
 	cross := oldParent != newParent
 	if cross {
 		f.w.renameMu.Lock()

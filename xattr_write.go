@@ -435,12 +435,28 @@ func (f *FS) xattrOp(op, name string, c xattrChange) error {
 	if err != nil {
 		return err
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if err := f.named(n); err != nil {
+	if err := f.xattrOpNode(n, true, c); err != nil {
 		return &fs.PathError{Op: op, Path: name, Err: err}
 	}
-	err = f.retryAlloc(func() error {
+	return nil
+}
+
+// xattrOpNode makes change c to n's xattrs under its lock (named: as in
+// setAttrNode).
+func (f *FS) xattrOpNode(n *node, named bool, c xattrChange) error {
+	if err := xattrArgs(c); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if named {
+		if err := f.named(n); err != nil {
+			return err
+		}
+	} else if n.freed.Load() {
+		return fs.ErrNotExist
+	}
+	return f.retryAlloc(func() error {
 		h, err := f.begin()
 		if err != nil {
 			return err
@@ -451,10 +467,6 @@ func (f *FS) xattrOp(op, name string, c xattrChange) error {
 		}
 		return err
 	})
-	if err != nil {
-		return &fs.PathError{Op: op, Path: name, Err: err}
-	}
-	return nil
 }
 
 // uninlineFile moves an inline-data file's bytes out of the inode into an
