@@ -23,6 +23,9 @@ import (
 // changed (Chmod, Chown, Chtimes, xattrs), read as a link, used as the
 // directory of the *At calls or reopened (O_PATH in Linux's terms).
 
+// oPath is Linux's O_PATH.
+const oPath = 0x200000
+
 // NewInode says what MakeAt creates.
 type NewInode struct {
 	Mode     uint32 // S_IF* file type and permission bits, as st_mode (0o100644)
@@ -83,7 +86,8 @@ func (d *File) LookupAt(name string) (*File, error) {
 
 // Reopen opens the inode of f again with the access mode and O_APPEND and
 // O_TRUNC of flag, as opening /proc/self/fd/N does: for a File from
-// LookupAt, or to read a file open only for writing.
+// LookupAt, or to read a file open only for writing. With O_PATH
+// (unix.O_PATH) the File is one as LookupAt gives.
 func (f *File) Reopen(flag int) (*File, error) {
 	if err := f.checkOpen("reopen"); err != nil {
 		return nil, err
@@ -92,6 +96,9 @@ func (f *File) Reopen(flag int) (*File, error) {
 	acc := flag & (os.O_RDONLY | os.O_WRONLY | os.O_RDWR)
 	readable := acc == os.O_RDONLY || acc == os.O_RDWR
 	writable := acc == os.O_WRONLY || acc == os.O_RDWR
+	if flag&oPath != 0 {
+		readable, writable, flag = false, false, 0
+	}
 	if (writable || flag&os.O_TRUNC != 0) && fsys.w == nil {
 		return nil, &fs.PathError{Op: "reopen", Path: f.name, Err: ErrReadOnly}
 	}
@@ -264,6 +271,32 @@ func (d *File) RenameAt(oldName string, newDir *File, newName string, flags int)
 		return fail(err)
 	}
 	return nil
+}
+
+// Usage is what statfs(2) reports of a filesystem, in blocks of
+// BlockSize bytes.
+type Usage struct {
+	BlockSize                     uint32
+	Blocks, FreeBlocks, Available uint64 // Available: free to users other than root (the reserved blocks kept)
+	Inodes, FreeInodes            uint64
+	NameMax                       uint32
+}
+
+// Usage returns the filesystem's size and free space now (with changes not
+// yet written back counted).
+func (f *FS) Usage() Usage {
+	sb := f.sb
+	u := Usage{BlockSize: uint32(f.blockSize), Blocks: sb.BlocksCount(), FreeBlocks: sb.FreeBlocksCount(),
+		Inodes: uint64(sb.InodesCount), FreeInodes: uint64(sb.FreeInodesCount), NameMax: 255}
+	if f.w != nil {
+		free := f.w.balloc.FreeClusters() - f.w.balloc.PendingFrees()
+		u.FreeBlocks = uint64(max(free, 0)) * uint64(sb.ClusterRatio())
+		u.FreeInodes = uint64(max(f.w.ialloc.FreeInodes(), 0))
+	}
+	if r := sb.RBlocksCount(); u.FreeBlocks > r {
+		u.Available = u.FreeBlocks - r
+	}
+	return u
 }
 
 // setAttr changes f's inode with fn, as the f* calls do: the inode is

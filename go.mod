@@ -5,3 +5,5 @@ go 1.26.8
 require golang.org/x/sys v0.50.0
 
 require github.com/klauspost/compress v1.20.4
+
+require github.com/hanwen/go-fuse/v2 v2.12.1

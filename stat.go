@@ -95,6 +95,7 @@ type dirEntry struct {
 }
 
 func (d *dirEntry) Name() string      { return d.name }
+func (d *dirEntry) Ino() uint32       { return d.ino } // the entry's inode number, without reading the inode
 func (d *dirEntry) IsDir() bool       { return d.typ.IsDir() }
 func (d *dirEntry) Type() fs.FileMode { return d.typ }
 func (d *dirEntry) Info() (fs.FileInfo, error) {

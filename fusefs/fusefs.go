@@ -1,0 +1,881 @@
+// Package fusefs serves an *ext4go.FS on a directory through FUSE
+// (github.com/hanwen/go-fuse/v2's raw protocol), so that any program can
+// use the image as a mounted filesystem.
+//
+// Node IDs are inode numbers (the root, inode 2, is FUSE's node 1), so
+// hard links are one node, as the kernel's dentry cache expects. Every
+// node the kernel knows holds an O_PATH-like ext4go File (LookupAt) for as
+// long as the kernel's lookup count of it is above zero: an inode unlinked
+// while the kernel still refers to it lives on until FORGET, as the
+// kernel's own ext4 keeps it until the last iput. Requests are served in
+// parallel, each in its own goroutine; the node and handle tables are
+// sharded maps, and everything else is ext4go's own fine-grained locking,
+// so requests on different files do not wait for each other.
+//
+// Durability follows the filesystem: fsync (and fsyncdir) commit the
+// journal and return once the change is durable; Unmount (or the kernel's
+// unmount) ends the serving, after which the caller closes the FS.
+package fusefs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/ext4go/ext4go"
+)
+
+// Options choose how the filesystem is mounted.
+type Options struct {
+	// FsName is the source shown in /proc/mounts (default "ext4go").
+	FsName string
+	// AllowOther lets users other than the mounting one in (needs
+	// user_allow_other in /etc/fuse.conf for non-root mounts).
+	AllowOther bool
+	// DefaultPermissions makes the kernel check permissions from the
+	// modes and owners (and POSIX ACLs), as on a local filesystem.
+	DefaultPermissions bool
+	// ReadOnly mounts read-only (the FS must then not be written either).
+	ReadOnly bool
+	// Timeout is how long the kernel may cache names and attributes
+	// (default 1 s). Every change goes through the server, so longer is
+	// safe while no one else writes the image.
+	Timeout time.Duration
+	// MaxWrite is the largest write the kernel sends (default 1 MiB).
+	MaxWrite int
+	// Debug logs every request and reply.
+	Debug bool
+	// ExtraOptions are passed to the kernel's mount as they are.
+	ExtraOptions []string
+}
+
+// Server is a mounted filesystem.
+type Server struct {
+	srv  *fuse.Server
+	root string
+}
+
+// Mount mounts fsys on dir and starts serving it; it returns once the
+// mount is live. Call Wait to serve until the unmount, and close fsys
+// after.
+func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
+	if o == nil {
+		o = &Options{}
+	}
+	raw, err := newRawFS(fsys, o)
+	if err != nil {
+		return nil, err
+	}
+	mo := &fuse.MountOptions{
+		AllowOther: o.AllowOther,
+		FsName:     o.FsName,
+		Name:       "ext4go",
+		MaxWrite:   o.MaxWrite,
+		Debug:      o.Debug,
+		DisableReadDirPlus: true,
+		Options:            append([]string(nil), o.ExtraOptions...),
+	}
+	if mo.FsName == "" {
+		mo.FsName = "ext4go"
+	}
+	if mo.MaxWrite == 0 {
+		mo.MaxWrite = 1 << 20
+	}
+	if o.DefaultPermissions {
+		mo.Options = append(mo.Options, "default_permissions")
+	}
+	if o.ReadOnly {
+		mo.Options = append(mo.Options, "ro")
+	}
+	srv, err := fuse.NewServer(raw, dir, mo)
+	if err != nil {
+		raw.closeAll()
+		return nil, fmt.Errorf("fusefs: mounting on %s: %w", dir, err)
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		srv.Unmount()
+		raw.closeAll()
+		return nil, fmt.Errorf("fusefs: mounting on %s: %w", dir, err)
+	}
+	s := &Server{srv: srv, root: dir}
+	go func() {
+		srv.Wait()
+		raw.closeAll()
+	}()
+	return s, nil
+}
+
+// Wait serves until the filesystem is unmounted.
+func (s *Server) Wait() { s.srv.Wait() }
+
+// Unmount unmounts the filesystem (fusermount -u); Wait then returns.
+func (s *Server) Unmount() error { return s.srv.Unmount() }
+
+// rawFS implements fuse.RawFileSystem over an ext4go.FS.
+type rawFS struct {
+	fuse.RawFileSystem // ENOSYS for what is not implemented below
+	fsys               *ext4go.FS
+	o                  Options
+	timeout            time.Duration
+	nodes              nodeTable
+	handles            handleTable
+}
+
+func newRawFS(fsys *ext4go.FS, o *Options) (*rawFS, error) {
+	r := &rawFS{RawFileSystem: fuse.NewDefaultRawFileSystem(), fsys: fsys, o: *o, timeout: o.Timeout}
+	if r.timeout == 0 {
+		r.timeout = time.Second
+	}
+	root, err := fsys.OpenFile(".", os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	r.nodes.init()
+	r.handles.init()
+	r.nodes.add(fuse.FUSE_ROOT_ID, root, 1)
+	return r, nil
+}
+
+func (r *rawFS) String() string { return "ext4go" }
+
+func (r *rawFS) closeAll() {
+	r.handles.closeAll()
+	r.nodes.closeAll()
+}
+
+// nodeID is the FUSE node of inode ino.
+func nodeID(ino uint32) uint64 {
+	if ino == 2 {
+		return fuse.FUSE_ROOT_ID
+	}
+	return uint64(ino)
+}
+
+// status maps an ext4go error to the errno the kernel's ext4 returns.
+func status(err error) fuse.Status {
+	if err == nil {
+		return fuse.OK
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return fuse.Status(e)
+	}
+	var ce *ext4go.CorruptError
+	switch {
+	case errors.As(err, &ce), errors.Is(err, ext4go.ErrCorrupt):
+		return fuse.Status(syscall.EUCLEAN) // kernel: EFSCORRUPTED
+	case errors.Is(err, fs.ErrExist):
+		return fuse.Status(syscall.EEXIST)
+	case errors.Is(err, fs.ErrNotExist):
+		return fuse.ENOENT
+	case errors.Is(err, fs.ErrPermission):
+		return fuse.EPERM
+	case errors.Is(err, fs.ErrInvalid):
+		return fuse.EINVAL
+	case errors.Is(err, ext4go.ErrReadOnly):
+		return fuse.EROFS
+	case errors.Is(err, fs.ErrClosed):
+		return fuse.EBADF
+	case errors.Is(err, ext4go.ErrUnsupported):
+		return fuse.ENOTSUP
+	}
+	return fuse.EIO
+}
+
+// fillAttr sets out from st.
+func fillAttr(out *fuse.Attr, st *ext4go.Stat, blockSize uint32) {
+	out.Ino = uint64(st.Ino)
+	out.Size = uint64(st.Size)
+	out.Blocks = uint64(st.Blocks)
+	out.Atime, out.Atimensec = uint64(st.Atime.Unix()), uint32(st.Atime.Nanosecond())
+	out.Mtime, out.Mtimensec = uint64(st.Mtime.Unix()), uint32(st.Mtime.Nanosecond())
+	out.Ctime, out.Ctimensec = uint64(st.Ctime.Unix()), uint32(st.Ctime.Nanosecond())
+	out.Mode = uint32(st.Mode)
+	out.Nlink = st.Nlink
+	out.Uid, out.Gid = st.UID, st.GID
+	out.Rdev = uint32(st.Rdev)
+	out.Blksize = blockSize
+}
+
+func statOf(f *ext4go.File) (*ext4go.Stat, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	st, ok := fi.Sys().(*ext4go.Stat)
+	if !ok {
+		return nil, errors.New("fusefs: no ext4go.Stat")
+	}
+	return st, nil
+}
+
+// entry answers a lookup of f (a new reference the node table takes).
+func (r *rawFS) entry(f *ext4go.File, out *fuse.EntryOut) fuse.Status {
+	st, err := statOf(f)
+	if err != nil {
+		f.Close()
+		return status(err)
+	}
+	id := nodeID(st.Ino)
+	r.nodes.add(id, f, 1)
+	out.NodeId = id
+	out.Generation = uint64(st.Generation)
+	fillAttr(&out.Attr, st, uint32(r.fsys.BlockSize()))
+	out.SetEntryTimeout(r.timeout)
+	out.SetAttrTimeout(r.timeout)
+	return fuse.OK
+}
+
+func (r *rawFS) node(id uint64) (*ext4go.File, fuse.Status) {
+	f := r.nodes.get(id)
+	if f == nil {
+		return nil, fuse.Status(syscall.ESTALE)
+	}
+	return f, fuse.OK
+}
+
+func (r *rawFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	d, st := r.node(h.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	f, err := d.LookupAt(name)
+	if err != nil {
+		return status(err)
+	}
+	return r.entry(f, out)
+}
+
+func (r *rawFS) Forget(id, n uint64) { r.nodes.forget(id, n) }
+
+func (r *rawFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	f, st := r.node(in.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	s, err := statOf(f)
+	if err != nil {
+		return status(err)
+	}
+	fillAttr(&out.Attr, s, uint32(r.fsys.BlockSize()))
+	out.SetTimeout(r.timeout)
+	return fuse.OK
+}
+
+func (r *rawFS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	f, st := r.node(in.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	if in.Valid&(fuse.FATTR_UID|fuse.FATTR_GID) != 0 {
+		uid, gid := -1, -1
+		if in.Valid&fuse.FATTR_UID != 0 {
+			uid = int(in.Uid)
+		}
+		if in.Valid&fuse.FATTR_GID != 0 {
+			gid = int(in.Gid)
+		}
+		if err := f.Chown(uid, gid); err != nil {
+			return status(err)
+		}
+	}
+	if in.Valid&fuse.FATTR_MODE != 0 {
+		if err := f.Chmod(unixMode(in.Mode)); err != nil {
+			return status(err)
+		}
+	}
+	if in.Valid&fuse.FATTR_SIZE != 0 {
+		w := r.handles.get(in.Fh)
+		if in.Valid&fuse.FATTR_FH == 0 || w == nil {
+			var err error
+			if w, err = f.Reopen(os.O_WRONLY); err != nil {
+				return status(err)
+			}
+			defer w.Close()
+		}
+		if err := w.Truncate(int64(in.Size)); err != nil {
+			return status(err)
+		}
+	}
+	var atime, mtime time.Time
+	now := time.Now()
+	switch {
+	case in.Valid&fuse.FATTR_ATIME_NOW != 0:
+		atime = now
+	case in.Valid&fuse.FATTR_ATIME != 0:
+		atime = time.Unix(int64(in.Atime), int64(in.Atimensec))
+	}
+	switch {
+	case in.Valid&fuse.FATTR_MTIME_NOW != 0:
+		mtime = now
+	case in.Valid&fuse.FATTR_MTIME != 0:
+		mtime = time.Unix(int64(in.Mtime), int64(in.Mtimensec))
+	}
+	if !atime.IsZero() || !mtime.IsZero() {
+		if err := f.Chtimes(atime, mtime); err != nil {
+			return status(err)
+		}
+	}
+	s, err := statOf(f)
+	if err != nil {
+		return status(err)
+	}
+	fillAttr(&out.Attr, s, uint32(r.fsys.BlockSize()))
+	out.SetTimeout(r.timeout)
+	return fuse.OK
+}
+
+// unixMode turns st_mode permission and special bits into an fs.FileMode.
+func unixMode(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	if m&syscall.S_ISUID != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&syscall.S_ISGID != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&syscall.S_ISVTX != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode
+}
+
+func (r *rawFS) make(h *fuse.InHeader, name string, ni ext4go.NewInode, out *fuse.EntryOut) fuse.Status {
+	d, st := r.node(h.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	ni.UID, ni.GID = h.Uid, h.Gid
+	f, err := d.MakeAt(name, ni, os.O_RDONLY)
+	if err != nil {
+		return status(err)
+	}
+	p, err := f.Reopen(oPath)
+	f.Close()
+	if err != nil {
+		return status(err)
+	}
+	return r.entry(p, out)
+}
+
+// oPath is Linux's O_PATH (ext4go.File.Reopen).
+const oPath = 0x200000
+
+func (r *rawFS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	return r.make(&in.InHeader, name, ext4go.NewInode{Mode: in.Mode, Rdev: uint64(in.Rdev)}, out)
+}
+
+func (r *rawFS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	return r.make(&in.InHeader, name, ext4go.NewInode{Mode: syscall.S_IFDIR | in.Mode&0o7777}, out)
+}
+
+func (r *rawFS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+	return r.make(h, name, ext4go.NewInode{Mode: syscall.S_IFLNK | 0o777, Target: target}, out)
+}
+
+func (r *rawFS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	d, st := r.node(h.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	return status(d.UnlinkAt(name, false))
+}
+
+func (r *rawFS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	d, st := r.node(h.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	return status(d.UnlinkAt(name, true))
+}
+
+func (r *rawFS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	d, st := r.node(in.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	nd, st := r.node(in.Newdir)
+	if !st.Ok() {
+		return st
+	}
+	return status(d.RenameAt(oldName, nd, newName, int(in.Flags)))
+}
+
+func (r *rawFS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	d, st := r.node(in.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	old, st := r.node(in.Oldnodeid)
+	if !st.Ok() {
+		return st
+	}
+	if err := d.LinkAt(old, name); err != nil {
+		return status(err)
+	}
+	p, err := old.Reopen(oPath)
+	if err != nil {
+		return status(err)
+	}
+	return r.entry(p, out)
+}
+
+func (r *rawFS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
+	f, st := r.node(h.NodeId)
+	if !st.Ok() {
+		return nil, st
+	}
+	t, err := f.ReadLink()
+	if err != nil {
+		return nil, status(err)
+	}
+	return []byte(t), fuse.OK
+}
+
+func (r *rawFS) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
+	// Permissions are the kernel's (default_permissions) or nobody's.
+	if _, st := r.node(in.NodeId); !st.Ok() {
+		return st
+	}
+	return fuse.OK
+}
+
+func (r *rawFS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
+	f, st := r.node(h.NodeId)
+	if !st.Ok() {
+		return 0, st
+	}
+	v, err := f.GetXattr(attr)
+	if err != nil {
+		return 0, status(err)
+	}
+	if len(dest) < len(v) {
+		return uint32(len(v)), fuse.ERANGE
+	}
+	return uint32(copy(dest, v)), fuse.OK
+}
+
+func (r *rawFS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
+	f, st := r.node(h.NodeId)
+	if !st.Ok() {
+		return 0, st
+	}
+	names, err := f.ListXattr()
+	if err != nil {
+		return 0, status(err)
+	}
+	var b []byte
+	for _, n := range names {
+		b = append(append(b, n...), 0)
+	}
+	if len(dest) < len(b) {
+		return uint32(len(b)), fuse.ERANGE
+	}
+	return uint32(copy(dest, b)), fuse.OK
+}
+
+func (r *rawFS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
+	f, st := r.node(in.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	return status(f.SetXattr(attr, data, int(in.Flags)))
+}
+
+func (r *rawFS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
+	f, st := r.node(h.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	return status(f.RemoveXattr(attr))
+}
+
+// openFlags keeps what ext4go's Reopen takes of open(2)'s flags. The
+// kernel computes the offsets of O_APPEND writes itself.
+func openFlags(flags uint32) int {
+	return int(flags) & (os.O_RDONLY | os.O_WRONLY | os.O_RDWR | os.O_TRUNC)
+}
+
+func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	d, st := r.node(in.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	f, err := d.MakeAt(name, ext4go.NewInode{Mode: syscall.S_IFREG | in.Mode&0o7777, UID: in.Uid, GID: in.Gid}, openFlags(in.Flags)&^os.O_TRUNC)
+	if errors.Is(err, fs.ErrExist) && in.Flags&syscall.O_EXCL == 0 {
+		// Created meanwhile by another request: open it.
+		var p *ext4go.File
+		if p, err = d.LookupAt(name); err == nil {
+			f, err = p.Reopen(openFlags(in.Flags))
+			p.Close()
+		}
+	}
+	if err != nil {
+		return status(err)
+	}
+	p, err := f.Reopen(oPath)
+	if err != nil {
+		f.Close()
+		return status(err)
+	}
+	if st := r.entry(p, &out.EntryOut); !st.Ok() {
+		f.Close()
+		return st
+	}
+	out.Fh = r.handles.add(f)
+	return fuse.OK
+}
+
+func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	n, st := r.node(in.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	f, err := n.Reopen(openFlags(in.Flags))
+	if err != nil {
+		return status(err)
+	}
+	out.Fh = r.handles.add(f)
+	return fuse.OK
+}
+
+func (r *rawFS) handle(fh uint64) (*ext4go.File, fuse.Status) {
+	f := r.handles.get(fh)
+	if f == nil {
+		return nil, fuse.EBADF
+	}
+	return f, fuse.OK
+}
+
+func (r *rawFS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	f, st := r.handle(in.Fh)
+	if !st.Ok() {
+		return nil, st
+	}
+	n, err := f.ReadAt(buf[:min(len(buf), int(in.Size))], int64(in.Offset))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, status(err)
+	}
+	return fuse.ReadResultData(buf[:n]), fuse.OK
+}
+
+func (r *rawFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	f, st := r.handle(in.Fh)
+	if !st.Ok() {
+		return 0, st
+	}
+	n, err := f.WriteAt(data, int64(in.Offset))
+	if err != nil && n == 0 {
+		return 0, status(err)
+	}
+	return uint32(n), fuse.OK
+}
+
+func (r *rawFS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
+	f, st := r.handle(in.Fh)
+	if !st.Ok() {
+		return st
+	}
+	// A File of its own: the handle's offset is not the kernel's.
+	g, err := f.Reopen(oPath)
+	if err != nil {
+		return status(err)
+	}
+	defer g.Close()
+	off, err := g.Seek(int64(in.Offset), int(in.Whence))
+	if err != nil {
+		return status(err)
+	}
+	out.Offset = uint64(off)
+	return fuse.OK
+}
+
+func (r *rawFS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	f, st := r.handle(in.Fh)
+	if !st.Ok() {
+		return st
+	}
+	return status(f.Fallocate(int(in.Mode), int64(in.Offset), int64(in.Length)))
+}
+
+func (r *rawFS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status { return fuse.OK }
+
+func (r *rawFS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	f, st := r.handle(in.Fh)
+	if !st.Ok() {
+		return st
+	}
+	return status(f.Sync())
+}
+
+func (r *rawFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) { r.handles.close(in.Fh) }
+
+func (r *rawFS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	n, st := r.node(in.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	f, err := n.Reopen(os.O_RDONLY)
+	if err != nil {
+		return status(err)
+	}
+	out.Fh = r.handles.add(f)
+	return fuse.OK
+}
+
+// dirStream is a directory handle's entries, read at its first READDIR
+// (or one at offset 0): offsets index them, so a reader resuming at an
+// offset sees what it would have seen.
+type dirStream struct {
+	mu      sync.Mutex
+	entries []fuse.DirEntry
+	read    bool
+}
+
+func (r *rawFS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	f, st := r.handle(in.Fh)
+	if !st.Ok() {
+		return st
+	}
+	ds := r.handles.dir(in.Fh)
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	if !ds.read || in.Offset == 0 {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return status(err)
+		}
+		ents, err := f.ReadDir(-1)
+		if err != nil {
+			return status(err)
+		}
+		s, err := statOf(f)
+		if err != nil {
+			return status(err)
+		}
+		list := []fuse.DirEntry{{Name: ".", Ino: uint64(s.Ino), Mode: syscall.S_IFDIR}, {Name: "..", Mode: syscall.S_IFDIR}}
+		for _, e := range ents {
+			var ino uint64
+			if x, ok := e.(interface{ Ino() uint32 }); ok {
+				ino = uint64(x.Ino())
+			}
+			list = append(list, fuse.DirEntry{Name: e.Name(), Ino: ino, Mode: typeMode(e.Type())})
+		}
+		ds.entries, ds.read = list, true
+	}
+	for i := int(in.Offset); i < len(ds.entries); i++ {
+		e := ds.entries[i]
+		e.Off = uint64(i + 1)
+		if !out.AddDirEntry(e) {
+			break
+		}
+	}
+	return fuse.OK
+}
+
+// typeMode is the S_IF* bits of a directory entry's type.
+func typeMode(t fs.FileMode) uint32 {
+	switch {
+	case t.IsDir():
+		return syscall.S_IFDIR
+	case t&fs.ModeSymlink != 0:
+		return syscall.S_IFLNK
+	case t&fs.ModeNamedPipe != 0:
+		return syscall.S_IFIFO
+	case t&fs.ModeSocket != 0:
+		return syscall.S_IFSOCK
+	case t&fs.ModeCharDevice != 0:
+		return syscall.S_IFCHR
+	case t&fs.ModeDevice != 0:
+		return syscall.S_IFBLK
+	}
+	return syscall.S_IFREG
+}
+
+func (r *rawFS) ReleaseDir(in *fuse.ReleaseIn) { r.handles.close(in.Fh) }
+
+func (r *rawFS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	f, st := r.handle(in.Fh)
+	if !st.Ok() {
+		return st
+	}
+	return status(f.Sync())
+}
+
+func (r *rawFS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+	u := r.fsys.Usage()
+	out.Blocks, out.Bfree, out.Bavail = u.Blocks, u.FreeBlocks, u.Available
+	out.Files, out.Ffree = u.Inodes, u.FreeInodes
+	out.Bsize, out.Frsize, out.NameLen = u.BlockSize, u.BlockSize, u.NameMax
+	return fuse.OK
+}
+
+// nodeTable maps node IDs to the Files holding their inodes, with the
+// kernel's lookup counts.
+type nodeTable struct {
+	shards [64]nodeShard
+}
+
+type nodeShard struct {
+	mu sync.Mutex
+	m  map[uint64]*nodeRef
+}
+
+type nodeRef struct {
+	f       *ext4go.File
+	lookups uint64
+}
+
+func (t *nodeTable) init() {
+	for i := range t.shards {
+		t.shards[i].m = map[uint64]*nodeRef{}
+	}
+}
+
+func (t *nodeTable) shard(id uint64) *nodeShard { return &t.shards[id%uint64(len(t.shards))] }
+
+// add counts n lookups of node id, whose inode f holds: f is kept if the
+// node is new, else closed (the node has its File already).
+func (t *nodeTable) add(id uint64, f *ext4go.File, n uint64) {
+	s := t.shard(id)
+	s.mu.Lock()
+	ref, ok := s.m[id]
+	if ok {
+		ref.lookups += n
+	} else {
+		s.m[id] = &nodeRef{f: f, lookups: n}
+	}
+	s.mu.Unlock()
+	if ok {
+		f.Close()
+	}
+}
+
+func (t *nodeTable) get(id uint64) *ext4go.File {
+	s := t.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ref, ok := s.m[id]; ok {
+		return ref.f
+	}
+	return nil
+}
+
+func (t *nodeTable) forget(id, n uint64) {
+	s := t.shard(id)
+	s.mu.Lock()
+	ref, ok := s.m[id]
+	var f *ext4go.File
+	if ok && id != fuse.FUSE_ROOT_ID {
+		if ref.lookups <= n {
+			delete(s.m, id)
+			f = ref.f
+		} else {
+			ref.lookups -= n
+		}
+	}
+	s.mu.Unlock()
+	if f != nil {
+		f.Close()
+	}
+}
+
+func (t *nodeTable) closeAll() {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		for id, ref := range s.m {
+			ref.f.Close()
+			delete(s.m, id)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// handleTable maps file handles to open Files.
+type handleTable struct {
+	next   atomic.Uint64
+	shards [64]handleShard
+}
+
+type handleShard struct {
+	mu sync.Mutex
+	m  map[uint64]*handleRef
+}
+
+type handleRef struct {
+	f   *ext4go.File
+	dir *dirStream
+}
+
+func (t *handleTable) init() {
+	for i := range t.shards {
+		t.shards[i].m = map[uint64]*handleRef{}
+	}
+}
+
+func (t *handleTable) shard(fh uint64) *handleShard { return &t.shards[fh%uint64(len(t.shards))] }
+
+func (t *handleTable) add(f *ext4go.File) uint64 {
+	fh := t.next.Add(1)
+	s := t.shard(fh)
+	s.mu.Lock()
+	s.m[fh] = &handleRef{f: f}
+	s.mu.Unlock()
+	return fh
+}
+
+func (t *handleTable) get(fh uint64) *ext4go.File {
+	s := t.shard(fh)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h, ok := s.m[fh]; ok {
+		return h.f
+	}
+	return nil
+}
+
+func (t *handleTable) dir(fh uint64) *dirStream {
+	s := t.shard(fh)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.m[fh]
+	if !ok {
+		return &dirStream{}
+	}
+	if h.dir == nil {
+		h.dir = &dirStream{}
+	}
+	return h.dir
+}
+
+func (t *handleTable) close(fh uint64) {
+	s := t.shard(fh)
+	s.mu.Lock()
+	h, ok := s.m[fh]
+	delete(s.m, fh)
+	s.mu.Unlock()
+	if ok {
+		h.f.Close()
+	}
+}
+
+func (t *handleTable) closeAll() {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		for fh, h := range s.m {
+			h.f.Close()
+			delete(s.m, fh)
+		}
+		s.mu.Unlock()
+	}
+}
