@@ -75,11 +75,11 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		return nil, err
 	}
 	mo := &fuse.MountOptions{
-		AllowOther: o.AllowOther,
-		FsName:     o.FsName,
-		Name:       "ext4go",
-		MaxWrite:   o.MaxWrite,
-		Debug:      o.Debug,
+		AllowOther:         o.AllowOther,
+		FsName:             o.FsName,
+		Name:               "ext4go",
+		MaxWrite:           o.MaxWrite,
+		Debug:              o.Debug,
 		DisableReadDirPlus: true,
 		Options:            append([]string(nil), o.ExtraOptions...),
 	}

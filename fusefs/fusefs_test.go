@@ -128,7 +128,9 @@ func script(seed uint64) []struct {
 		{"unlink d/e (a directory)", func(r string) error { return unix.Unlink(p(r, "d/e")) }},
 		{"rmdir d/f11 (a file)", func(r string) error { return unix.Rmdir(p(r, "d/f11")) }},
 		{"remove missing", func(r string) error { return os.Remove(p(r, "d/none")) }},
-		{"exchange", func(r string) error { return unix.Renameat2(unix.AT_FDCWD, p(r, "d/f12"), unix.AT_FDCWD, p(r, "d/f13"), unix.RENAME_EXCHANGE) }},
+		{"exchange", func(r string) error {
+			return unix.Renameat2(unix.AT_FDCWD, p(r, "d/f12"), unix.AT_FDCWD, p(r, "d/f13"), unix.RENAME_EXCHANGE)
+		}},
 		{"noreplace", func(r string) error {
 			return unix.Renameat2(unix.AT_FDCWD, p(r, "d/f14"), unix.AT_FDCWD, p(r, "d/f15"), unix.RENAME_NOREPLACE)
 		}},
