@@ -51,6 +51,10 @@ type Options struct {
 	Timeout time.Duration
 	// MaxWrite is the largest write the kernel sends (default 1 MiB).
 	MaxWrite int
+	// UID and GID, when not -1, own every new inode (mount's uid= and
+	// gid=); otherwise the calling process's do. The zero Options
+	// (UID, GID 0) means root: set -1 for the caller's.
+	UID, GID int
 	// Debug logs every request and reply.
 	Debug bool
 	// ExtraOptions are passed to the kernel's mount as they are.
@@ -354,7 +358,7 @@ func (r *rawFS) make(h *fuse.InHeader, name string, ni ext4go.NewInode, out *fus
 	if !st.Ok() {
 		return st
 	}
-	ni.UID, ni.GID = h.Uid, h.Gid
+	ni.UID, ni.GID = r.owner(h)
 	f, err := d.MakeAt(name, ni, os.O_RDONLY)
 	if err != nil {
 		return status(err)
@@ -365,6 +369,18 @@ func (r *rawFS) make(h *fuse.InHeader, name string, ni ext4go.NewInode, out *fus
 		return status(err)
 	}
 	return r.entry(p, out)
+}
+
+// owner is who owns an inode h's caller makes.
+func (r *rawFS) owner(h *fuse.InHeader) (uid, gid uint32) {
+	uid, gid = h.Uid, h.Gid
+	if r.o.UID >= 0 {
+		uid = uint32(r.o.UID)
+	}
+	if r.o.GID >= 0 {
+		gid = uint32(r.o.GID)
+	}
+	return uid, gid
 }
 
 // oPath is Linux's O_PATH (ext4go.File.Reopen).
@@ -510,7 +526,8 @@ func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, o
 	if !st.Ok() {
 		return st
 	}
-	f, err := d.MakeAt(name, ext4go.NewInode{Mode: syscall.S_IFREG | in.Mode&0o7777, UID: in.Uid, GID: in.Gid}, openFlags(in.Flags)&^os.O_TRUNC)
+	uid, gid := r.owner(&in.InHeader)
+	f, err := d.MakeAt(name, ext4go.NewInode{Mode: syscall.S_IFREG | in.Mode&0o7777, UID: uid, GID: gid}, openFlags(in.Flags)&^os.O_TRUNC)
 	if errors.Is(err, fs.ErrExist) && in.Flags&syscall.O_EXCL == 0 {
 		// Created meanwhile by another request: open it.
 		var p *ext4go.File

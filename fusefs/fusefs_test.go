@@ -44,7 +44,7 @@ func mount(t *testing.T, image string) (dir string, fsys *ext4go.FS, srv *fusefs
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	srv, err = fusefs.Mount(fsys, dir, &fusefs.Options{FsName: image, DefaultPermissions: true, AllowOther: true})
+	srv, err = fusefs.Mount(fsys, dir, &fusefs.Options{FsName: image, DefaultPermissions: true, AllowOther: true, UID: -1, GID: -1})
 	if err != nil {
 		fsys.Close()
 		t.Fatal(err)

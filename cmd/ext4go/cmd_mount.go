@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/fusefs"
+)
+
+func init() {
+	register(&command{name: "mount", usage: "[-f] [-o OPTIONS] IMAGE DIR",
+		summary: "mount the image on DIR through FUSE (journalled, many requests at once)", run: runMount})
+	examples["mount"] = []string{"ext4go mount disk.img /mnt/disk", "ext4go mount -o ro,allow_other disk.img /mnt/disk", "fusermount3 -u /mnt/disk"}
+}
+
+// mountConfig is a parsed -o list.
+type mountConfig struct {
+	fs     ext4go.Options
+	fuse   fusefs.Options
+	kernel []string // passed to the kernel's mount as they are
+}
+
+// parseMountOptions reads mount(8)-style options. Options mount(8) and
+// fstab add that mean nothing to a FUSE server are accepted and dropped;
+// an unknown one is an error naming it.
+func parseMountOptions(list []string) (*mountConfig, error) {
+	c := &mountConfig{fuse: fusefs.Options{UID: -1, GID: -1}}
+	c.fs.Writable = true
+	for _, o := range list {
+		key, val, hasVal := strings.Cut(o, "=")
+		num := func() (int, error) {
+			n, err := strconv.Atoi(val)
+			if !hasVal || err != nil || n < 0 {
+				return 0, usagef("mount option %s wants a number, not %q", key, val)
+			}
+			return n, nil
+		}
+		switch key {
+		case "":
+		case "ro":
+			c.fs.Writable, c.fuse.ReadOnly = false, true
+		case "rw":
+			c.fs.Writable, c.fuse.ReadOnly = true, false
+		case "allow_other":
+			c.fuse.AllowOther = true
+		case "default_permissions":
+			c.fuse.DefaultPermissions = true
+		case "uid", "gid":
+			n, err := num()
+			if err != nil {
+				return nil, err
+			}
+			if key == "uid" {
+				c.fuse.UID = n
+			} else {
+				c.fuse.GID = n
+			}
+		case "commit":
+			n, err := num()
+			if err != nil {
+				return nil, err
+			}
+			c.fs.CommitInterval = time.Duration(n) * time.Second
+			if n == 0 {
+				c.fs.CommitInterval = 0 // the default, as the kernel's commit=0
+			}
+		case "noatime", "relatime", "nodiratime":
+			// ext4go does not update access times on reads: noatime.
+		case "strictatime":
+			return nil, usagef("mount option strictatime: ext4go does not update access times on reads (noatime)")
+		case "fsname":
+			c.fuse.FsName = val
+		case "debug":
+			c.fuse.Debug = true
+		case "suid", "nosuid", "dev", "nodev", "exec", "noexec", "sync", "async", "dirsync":
+			c.kernel = append(c.kernel, key)
+		case "defaults", "auto", "noauto", "nofail", "_netdev", "user", "users", "nouser", "owner", "group":
+		default:
+			if strings.HasPrefix(key, "x-") || key == "context" || key == "fscontext" || key == "defcontext" || key == "rootcontext" {
+				continue
+			}
+			return nil, usagef("unknown mount option %q", o)
+		}
+	}
+	return c, nil
+}
+
+// The daemon tells the command that started it that the mount is live
+// (a line "ok") or why it is not, through the pipe named here.
+const mountReadyEnv = "EXT4GO_MOUNT_READY_FD"
+
+func runMount(e *env, args []string) error {
+	s := newFlags(commands["mount"], e)
+	fg := s.Bool("f", false, "stay in the foreground (else the command returns once the mount is live, leaving a daemon)")
+	var olist []string
+	s.add("o", "OPTIONS", "comma-separated mount options: ro, rw, allow_other, default_permissions, uid=N, gid=N (owner of new files), "+
+		"noatime, relatime, commit=SECONDS, fsname=NAME, debug, suid, dev, exec (and their no- forms)", "",
+		func(v string) error { olist = append(olist, strings.Split(v, ",")...); return nil })
+	if err := s.Parse(args); err != nil {
+		return err
+	}
+	if s.NArg() != 2 {
+		return usagef("want IMAGE DIR")
+	}
+	image, dir := s.Arg(0), s.Arg(1)
+	cfg, err := parseMountOptions(olist)
+	if err != nil {
+		return err
+	}
+	if cfg.fuse.FsName == "" {
+		cfg.fuse.FsName = image
+	}
+	cfg.fuse.ExtraOptions = cfg.kernel
+	if fi, err := os.Stat(dir); err != nil {
+		return err
+	} else if !fi.IsDir() {
+		return fmt.Errorf("%s: not a directory", dir)
+	}
+	if !*fg {
+		return startMountDaemon(e, args)
+	}
+	var ready *os.File
+	if fd := os.Getenv(mountReadyEnv); fd != "" {
+		n, _ := strconv.Atoi(fd)
+		ready = os.NewFile(uintptr(n), "ready")
+		os.Unsetenv(mountReadyEnv)
+	}
+	fail := func(err error) error {
+		if ready != nil {
+			fmt.Fprintln(ready, err)
+			ready.Close()
+		}
+		return err
+	}
+	fsys, err := ext4go.Open(image, &cfg.fs)
+	if err != nil {
+		return fail(err)
+	}
+	srv, err := fusefs.Mount(fsys, dir, &cfg.fuse)
+	if err != nil {
+		fsys.Close()
+		return fail(err)
+	}
+	if ready != nil {
+		fmt.Fprintln(ready, "ok")
+		ready.Close()
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		for range sig {
+			// An unmount that fails (the mount busy) is tried again at
+			// the next signal; fusermount -u works too.
+			if err := srv.Unmount(); err != nil {
+				fmt.Fprintf(e.stderr, "ext4go mount: unmount: %v\n", err)
+			}
+		}
+	}()
+	srv.Wait()
+	signal.Stop(sig)
+	if err := fsys.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", image, err)
+	}
+	return nil
+}
+
+// startMountDaemon runs the mount again in the foreground as a detached
+// process, and returns once it reports the mount live (or fails with its
+// error).
+func startMountDaemon(e *env, args []string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	cmd := exec.Command(exe, append([]string{"mount", "-f"}, args...)...)
+	cmd.Env = append(os.Environ(), mountReadyEnv+"=3")
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
+		defer devnull.Close()
+	}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return err
+	}
+	w.Close()
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	line = strings.TrimSpace(line)
+	if line == "ok" {
+		cmd.Process.Release()
+		return nil
+	}
+	cmd.Wait()
+	if line == "" {
+		line = "the mount daemon exited before the mount was live"
+	}
+	return errors.New(line)
+}
+
