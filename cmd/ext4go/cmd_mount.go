@@ -215,4 +215,3 @@ func startMountDaemon(e *env, args []string) error {
 	}
 	return errors.New(line)
 }
-
