@@ -76,8 +76,9 @@ func parseMountOptions(list []string) (*mountConfig, error) {
 			}
 		case "noatime", "relatime", "nodiratime":
 			// ext4go does not update access times on reads: noatime.
-		case "strictatime":
-			return nil, usagef("mount option strictatime: ext4go does not update access times on reads (noatime)")
+		case "strictatime", "norelatime":
+			return nil, usagef("mount option %s: ext4go does not update access times on reads (noatime)", key)
+		case "lazytime", "nolazytime", "diratime":
 		case "fsname":
 			c.fuse.FsName = val
 		case "debug":
@@ -86,7 +87,11 @@ func parseMountOptions(list []string) (*mountConfig, error) {
 			c.kernel = append(c.kernel, key)
 		case "defaults", "auto", "noauto", "nofail", "_netdev", "user", "users", "nouser", "owner", "group":
 		default:
-			if strings.HasPrefix(key, "x-") || key == "context" || key == "fscontext" || key == "defcontext" || key == "rootcontext" {
+			switch key {
+			case "context", "fscontext", "defcontext", "rootcontext", "source", "subtype":
+				continue // SELinux labels, and what mount(8) says of the source and type
+			}
+			if strings.HasPrefix(key, "x-") {
 				continue
 			}
 			return nil, usagef("unknown mount option %q", o)
