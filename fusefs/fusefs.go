@@ -81,7 +81,6 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 	mo := &fuse.MountOptions{
 		AllowOther:         o.AllowOther,
 		FsName:             o.FsName,
-		Name:               "ext4go",
 		MaxWrite:           o.MaxWrite,
 		Debug:              o.Debug,
 		DisableReadDirPlus: true,
@@ -90,6 +89,7 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 	if mo.FsName == "" {
 		mo.FsName = "ext4go"
 	}
+
 	if mo.MaxWrite == 0 {
 		mo.MaxWrite = 1 << 20
 	}
@@ -149,7 +149,9 @@ func newRawFS(fsys *ext4go.FS, o *Options) (*rawFS, error) {
 	return r, nil
 }
 
-func (r *rawFS) String() string { return "ext4go" }
+// String is empty so that go-fuse asks for no subtype: the mount's type
+// is plain "fuse", which tools such as xfstests (FSTYP=fuse) expect.
+func (r *rawFS) String() string { return "" }
 
 func (r *rawFS) closeAll() {
 	r.handles.closeAll()
