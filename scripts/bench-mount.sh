@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Benchmarks the FUSE mount side by side with the kernel's ext4 (loop
+# mount) and fuse2fs on the same kind of image, in one run (as root):
+#   untar of a tree (default /usr/local/go), then unmount (data on disk);
+#   create, stat and unlink of N small files (default 50000);
+#   fallocate2 with 1, 2 and 4 workers (ext4go bench fallocate2 -dir).
+#
+#   scripts/bench-mount.sh [TREE] [N]
+#
+# It needs ext4go on PATH with /sbin/mount.fuse.ext4go (scripts/run-suites.sh
+# installs both), fuse2fs (Debian package fuse2fs) with the helper from
+# ../shared/suites/helpers, python3, and prints one line per workload and
+# implementation: seconds and the ratio to the kernel's.
+set -euo pipefail
+TREE=${1:-/usr/local/go}
+N=${2:-50000}
+[ "$(id -u)" = 0 ] || { echo "bench-mount: must run as root" >&2; exit 2; }
+work=$(mktemp -d -t ext4go-bench.XXXXXX)
+trap 'umount "$work/mnt" 2>/dev/null || true; rm -rf "$work"' EXIT
+tar cf "$work/tree.tar" -C "$(dirname "$TREE")" "$(basename "$TREE")"
+mkdir "$work/mnt"
+impls=(kernel ext4go)
+command -v fuse2fs >/dev/null && [ -x /sbin/mount.fuse.fuse2fs ] && impls+=(fuse2fs)
+
+mountit() { # IMPL
+  case "$1" in
+  kernel) mount -o loop "$work/img" "$work/mnt" ;;
+  *) mount -t "fuse.$1" "$work/img" "$work/mnt" -o allow_other,default_permissions ;;
+  esac
+}
+umountit() {
+  umount "$work/mnt"
+  # A FUSE daemon finishes writing after umount returns: wait for it.
+  flock -x -w 300 "$work/img" true
+}
+fresh() { rm -f "$work/img"; mke2fs -q -t ext4 -F "$work/img" 4G; }
+now() { date +%s.%N; }
+declare -A base
+report() { # WORKLOAD IMPL SECONDS
+  local r=""
+  if [ "$2" = kernel ]; then base[$1]=$3; else r=$(python3 -c "print(f'{$3/${base[$1]}:.2f}x the kernel time')"); fi
+  printf '%-28s %-8s %8.2f s  %s\n' "$1" "$2" "$3" "$r"
+}
+for impl in "${impls[@]}"; do
+  fresh; mountit "$impl"
+  t0=$(now); tar xf "$work/tree.tar" -C "$work/mnt"; umountit; t1=$(now)
+  report "untar+umount" "$impl" "$(python3 -c "print($t1-$t0)")"
+  mountit "$impl"
+  out=$(python3 - "$work/mnt" "$N" <<'PY'
+import os, sys, time
+d, n = sys.argv[1], int(sys.argv[2])
+os.mkdir(os.path.join(d, "many"))
+p = [os.path.join(d, "many", "f%06d" % i) for i in range(n)]
+t = time.time()
+for x in p:
+    os.close(os.open(x, os.O_CREAT | os.O_WRONLY, 0o644))
+c = time.time()
+for x in p:
+    os.stat(x)
+s = time.time()
+for x in p:
+    os.unlink(x)
+u = time.time()
+print(c - t, s - c, u - s)
+PY
+)
+  read -r c s u <<<"$out"
+  report "create $N" "$impl" "$c"; report "stat $N" "$impl" "$s"; report "unlink $N" "$impl" "$u"
+  for p in 1 2 4; do
+    ops=$(ext4go bench fallocate2 --dir "$work/mnt" -p "$p" --json 2>/dev/null | python3 -c 'import json,sys; print(int(json.loads(sys.stdin.read().splitlines()[-1])["ops_per_sec"]))' || echo "?")
+    printf '%-28s %-8s %8s ops/s\n' "fallocate2 P=$p" "$impl" "${ops:-?}"
+  done
+  umountit
+done
