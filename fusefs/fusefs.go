@@ -255,6 +255,14 @@ func (r *rawFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, ou
 		return st
 	}
 	f, err := d.LookupAt(name)
+	if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+		// A negative entry the kernel may cache as long as a positive
+		// one (libfuse's negative_timeout): every create goes through
+		// this server, which the kernel then asks.
+		out.NodeId = 0
+		out.SetEntryTimeout(r.timeout)
+		return fuse.OK
+	}
 	if err != nil {
 		return status(err)
 	}
