@@ -38,10 +38,12 @@ type Options struct {
 	// FsName is the source shown in /proc/mounts (default "ext4go").
 	FsName string
 	// AllowOther lets users other than the mounting one in (needs
-	// user_allow_other in /etc/fuse.conf for non-root mounts).
+	// user_allow_other in /etc/fuse.conf for non-root mounts). It turns
+	// DefaultPermissions on: the server checks no permissions itself.
 	AllowOther bool
 	// DefaultPermissions makes the kernel check permissions from the
-	// modes and owners (and POSIX ACLs), as on a local filesystem.
+	// modes and owners, as on a local filesystem (POSIX ACLs are not
+	// enforced).
 	DefaultPermissions bool
 	// ReadOnly mounts read-only (the FS must then not be written either).
 	ReadOnly bool
@@ -52,8 +54,8 @@ type Options struct {
 	// MaxWrite is the largest write the kernel sends (default 1 MiB).
 	MaxWrite int
 	// UID and GID, when not -1, own every new inode (mount's uid= and
-	// gid=); otherwise the calling process's do. The zero Options
-	// (UID, GID 0) means root: set -1 for the caller's.
+	// gid=); otherwise the calling process's do. (Set them to -1 in
+	// Options of your own; nil Options means the caller's.)
 	UID, GID int
 	// Debug logs every request and reply.
 	Debug bool
@@ -65,6 +67,7 @@ type Options struct {
 type Server struct {
 	srv  *fuse.Server
 	root string
+	done chan struct{} // closed once the server has closed its Files
 }
 
 // Mount mounts fsys on dir and starts serving it; it returns once the
@@ -72,7 +75,7 @@ type Server struct {
 // after.
 func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 	if o == nil {
-		o = &Options{}
+		o = &Options{UID: -1, GID: -1}
 	}
 	raw, err := newRawFS(fsys, o)
 	if err != nil {
@@ -93,7 +96,9 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 	if mo.MaxWrite == 0 {
 		mo.MaxWrite = 1 << 20
 	}
-	if o.DefaultPermissions {
+	if o.DefaultPermissions || o.AllowOther {
+		// With other users in, the kernel must check their permissions:
+		// the server does not.
 		mo.Options = append(mo.Options, "default_permissions")
 	}
 	if o.ReadOnly {
@@ -110,16 +115,21 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		raw.closeAll()
 		return nil, fmt.Errorf("fusefs: mounting on %s: %w", dir, err)
 	}
-	s := &Server{srv: srv, root: dir}
+	s := &Server{srv: srv, root: dir, done: make(chan struct{})}
 	go func() {
 		srv.Wait()
 		raw.closeAll()
+		close(s.done)
 	}()
 	return s, nil
 }
 
-// Wait serves until the filesystem is unmounted.
-func (s *Server) Wait() { s.srv.Wait() }
+// Wait serves until the filesystem is unmounted and the server has let
+// go of every inode it held; the FS may be closed then.
+func (s *Server) Wait() {
+	s.srv.Wait()
+	<-s.done
+}
 
 // Unmount unmounts the filesystem (fusermount -u); Wait then returns.
 func (s *Server) Unmount() error { return s.srv.Unmount() }
@@ -539,10 +549,21 @@ func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, o
 	uid, gid := r.owner(&in.InHeader)
 	f, err := d.MakeAt(name, ext4go.NewInode{Mode: syscall.S_IFREG | in.Mode&0o7777, UID: uid, GID: gid}, openFlags(in.Flags)&^os.O_TRUNC)
 	if errors.Is(err, fs.ErrExist) && in.Flags&syscall.O_EXCL == 0 {
-		// Created meanwhile by another request: open it.
+		// Created meanwhile by another request: open it if it is a
+		// regular file (the kernel takes nothing else from a create).
 		var p *ext4go.File
 		if p, err = d.LookupAt(name); err == nil {
-			f, err = p.Reopen(openFlags(in.Flags))
+			var st *ext4go.Stat
+			if st, err = statOf(p); err == nil {
+				switch st.Mode & syscall.S_IFMT {
+				case syscall.S_IFREG:
+					f, err = p.Reopen(openFlags(in.Flags))
+				case syscall.S_IFDIR:
+					err = syscall.EISDIR
+				default:
+					err = syscall.EEXIST
+				}
+			}
 			p.Close()
 		}
 	}

@@ -140,13 +140,26 @@ func runMount(e *env, args []string) error {
 		ready = os.NewFile(uintptr(n), "ready")
 		os.Unsetenv(mountReadyEnv)
 	}
+	quiet := func() {
+		if devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+			syscall.Dup2(int(devnull.Fd()), 1)
+			syscall.Dup2(int(devnull.Fd()), 2)
+			devnull.Close()
+		}
+	}
 	fail := func(err error) error {
 		if ready != nil {
+			// The starting command reports it; said once is enough.
 			fmt.Fprintln(ready, err)
 			ready.Close()
+			quiet()
 		}
 		return err
 	}
+	// Signals are taken from before the mount: one that lands while it
+	// comes up unmounts it as soon as it is live.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	fsys, err := ext4go.Open(image, &cfg.fs)
 	if err != nil {
 		return fail(err)
@@ -159,9 +172,10 @@ func runMount(e *env, args []string) error {
 	if ready != nil {
 		fmt.Fprintln(ready, "ok")
 		ready.Close()
+		// Detached now: the starting command has exited, and with it
+		// the terminal its stderr was for.
+		quiet()
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		for range sig {
 			// An unmount that fails (the mount busy) is tried again at
@@ -197,7 +211,9 @@ func startMountDaemon(e *env, args []string) error {
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
+		// stderr stays ours until the mount is live, so that what
+		// fusermount says on the way reaches the user.
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, e.stderr
 		defer devnull.Close()
 	}
 	if err := cmd.Start(); err != nil {
