@@ -36,16 +36,25 @@ type deferShard struct {
 // one, so that they cannot be reused and overwritten before the commit
 // that frees them is durable.
 func (a *Allocator) Free(tx Tx, start, count uint64, flags FreeFlags) error {
+	return a.eachGroup("freeing", start, count, func(gi, off, n uint32) error {
+		return a.freeInGroup(tx, gi, off, n, flags)
+	})
+}
+
+// eachGroup checks blocks [start, start+count) (inside the filesystem,
+// outside the system zone; doing names the operation in errors) and calls
+// fn with the clusters of each group they cover.
+func (a *Allocator) eachGroup(doing string, start, count uint64, fn func(gi, off, n uint32) error) error {
 	gm := a.geo
 	if count == 0 {
 		return nil
 	}
 	end := start + count
 	if start < uint64(gm.FirstDataBlock) || end > gm.BlocksCount || end < start {
-		return fserr.Corrupt("block range", "freeing blocks %d+%d outside the filesystem", start, count)
+		return fserr.Corrupt("block range", "%s blocks %d+%d outside the filesystem", doing, start, count)
 	}
 	if a.zone != nil && a.zone.InSystemZone(start, count) {
-		return fserr.Corrupt("block range", "freeing blocks %d+%d in the system zone", start, count)
+		return fserr.Corrupt("block range", "%s blocks %d+%d in the system zone", doing, start, count)
 	}
 	for start < end {
 		gi, off := gm.locate(start)
@@ -53,9 +62,9 @@ func (a *Allocator) Free(tx Tx, start, count uint64, flags FreeFlags) error {
 		stop := min(end, gstart+uint64(gm.BlocksPerGroup))
 		last := uint32((stop - 1 - gstart) >> gm.clusterBits)
 		if last >= gm.clustersIn(gi) {
-			return fserr.Corrupt("block range", "freeing blocks past the end of group %d", gi)
+			return fserr.Corrupt("block range", "%s blocks past the end of group %d", doing, gi)
 		}
-		if err := a.freeInGroup(tx, gi, off, last-off+1, flags); err != nil {
+		if err := fn(gi, off, last-off+1); err != nil {
 			return err
 		}
 		start = stop

@@ -14,31 +14,9 @@ import (
 // waiting for a commit to be freed is refused, as its state is not the
 // bitmap's alone.
 func (a *Allocator) MarkRange(tx Tx, start, count uint64, used bool) error {
-	gm := a.geo
-	end := start + count
-	if count == 0 {
-		return nil
-	}
-	if start < uint64(gm.FirstDataBlock) || end > gm.BlocksCount || end < start {
-		return fserr.Corrupt("block range", "marking blocks %d+%d outside the filesystem", start, count)
-	}
-	if a.zone != nil && a.zone.InSystemZone(start, count) {
-		return fserr.Corrupt("block range", "marking blocks %d+%d in the system zone", start, count)
-	}
-	for start < end {
-		gi, off := gm.locate(start)
-		gstart := gm.blockOf(gi, 0)
-		stop := min(end, gstart+uint64(gm.BlocksPerGroup))
-		last := uint32((stop - 1 - gstart) >> gm.clusterBits)
-		if last >= gm.clustersIn(gi) {
-			return fserr.Corrupt("block range", "marking blocks past the end of group %d", gi)
-		}
-		if err := a.markInGroup(tx, gi, off, last-off+1, used); err != nil {
-			return err
-		}
-		start = stop
-	}
-	return nil
+	return a.eachGroup("marking", start, count, func(gi, off, n uint32) error {
+		return a.markInGroup(tx, gi, off, n, used)
+	})
 }
 
 func (a *Allocator) markInGroup(tx Tx, gi, off, n uint32, used bool) error {
