@@ -766,97 +766,106 @@ func (r *rawFS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.Statf
 	return fuse.OK
 }
 
-// nodeTable maps node IDs to the Files holding their inodes, with the
-// kernel's lookup counts.
-type nodeTable struct {
-	shards [64]nodeShard
+// shardedMap is a map split over locked shards by key, so that requests
+// on different nodes or handles do not share a lock.
+type shardedMap[V any] struct {
+	shards [64]struct {
+		mu sync.Mutex
+		m  map[uint64]V
+	}
 }
 
-type nodeShard struct {
-	mu sync.Mutex
-	m  map[uint64]*nodeRef
+func (t *shardedMap[V]) init() {
+	for i := range t.shards {
+		t.shards[i].m = map[uint64]V{}
+	}
 }
+
+// with runs fn on the shard of key, locked.
+func (t *shardedMap[V]) with(key uint64, fn func(m map[uint64]V)) {
+	s := &t.shards[key%uint64(len(t.shards))]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(s.m)
+}
+
+// drain removes every entry and passes it to fn (outside the locks).
+func (t *shardedMap[V]) drain(fn func(V)) {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		vs := make([]V, 0, len(s.m))
+		for k, v := range s.m {
+			vs = append(vs, v)
+			delete(s.m, k)
+		}
+		s.mu.Unlock()
+		for _, v := range vs {
+			fn(v)
+		}
+	}
+}
+
+// nodeTable maps node IDs to the Files holding their inodes, with the
+// kernel's lookup counts.
+type nodeTable struct{ shardedMap[*nodeRef] }
 
 type nodeRef struct {
 	f       *ext4go.File
 	lookups uint64
 }
 
-func (t *nodeTable) init() {
-	for i := range t.shards {
-		t.shards[i].m = map[uint64]*nodeRef{}
-	}
-}
-
-func (t *nodeTable) shard(id uint64) *nodeShard { return &t.shards[id%uint64(len(t.shards))] }
-
 // add counts n lookups of node id, whose inode f holds: f is kept if the
 // node is new, else closed (the node has its File already).
 func (t *nodeTable) add(id uint64, f *ext4go.File, n uint64) {
-	s := t.shard(id)
-	s.mu.Lock()
-	ref, ok := s.m[id]
-	if ok {
-		ref.lookups += n
-	} else {
-		s.m[id] = &nodeRef{f: f, lookups: n}
-	}
-	s.mu.Unlock()
-	if ok {
+	known := false
+	t.with(id, func(m map[uint64]*nodeRef) {
+		if ref, ok := m[id]; ok {
+			ref.lookups += n
+			known = true
+		} else {
+			m[id] = &nodeRef{f: f, lookups: n}
+		}
+	})
+	if known {
 		f.Close()
 	}
 }
 
-func (t *nodeTable) get(id uint64) *ext4go.File {
-	s := t.shard(id)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ref, ok := s.m[id]; ok {
-		return ref.f
-	}
-	return nil
+func (t *nodeTable) get(id uint64) (f *ext4go.File) {
+	t.with(id, func(m map[uint64]*nodeRef) {
+		if ref, ok := m[id]; ok {
+			f = ref.f
+		}
+	})
+	return f
 }
 
 func (t *nodeTable) forget(id, n uint64) {
-	s := t.shard(id)
-	s.mu.Lock()
-	ref, ok := s.m[id]
 	var f *ext4go.File
-	if ok && id != fuse.FUSE_ROOT_ID {
+	t.with(id, func(m map[uint64]*nodeRef) {
+		ref, ok := m[id]
+		if !ok || id == fuse.FUSE_ROOT_ID {
+			return
+		}
 		if ref.lookups <= n {
-			delete(s.m, id)
+			delete(m, id)
 			f = ref.f
 		} else {
 			ref.lookups -= n
 		}
-	}
-	s.mu.Unlock()
+	})
 	if f != nil {
 		f.Close()
 	}
 }
 
-func (t *nodeTable) closeAll() {
-	for i := range t.shards {
-		s := &t.shards[i]
-		s.mu.Lock()
-		for id, ref := range s.m {
-			ref.f.Close()
-			delete(s.m, id)
-		}
-		s.mu.Unlock()
-	}
-}
+func (t *nodeTable) closeAll() { t.drain(func(r *nodeRef) { r.f.Close() }) }
 
 // handleTable maps file handles to open Files.
 type handleTable struct {
-	next   atomic.Uint64
-	shards [64]handleShard
-}
-
-type handleShard struct {
-	mu sync.Mutex
-	m  map[uint64]*handleRef
+	next atomic.Uint64
+	shardedMap[*handleRef]
 }
 
 type handleRef struct {
@@ -864,66 +873,45 @@ type handleRef struct {
 	dir *dirStream
 }
 
-func (t *handleTable) init() {
-	for i := range t.shards {
-		t.shards[i].m = map[uint64]*handleRef{}
-	}
-}
-
-func (t *handleTable) shard(fh uint64) *handleShard { return &t.shards[fh%uint64(len(t.shards))] }
-
 func (t *handleTable) add(f *ext4go.File) uint64 {
 	fh := t.next.Add(1)
-	s := t.shard(fh)
-	s.mu.Lock()
-	s.m[fh] = &handleRef{f: f}
-	s.mu.Unlock()
+	t.with(fh, func(m map[uint64]*handleRef) { m[fh] = &handleRef{f: f} })
 	return fh
 }
 
-func (t *handleTable) get(fh uint64) *ext4go.File {
-	s := t.shard(fh)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if h, ok := s.m[fh]; ok {
-		return h.f
-	}
-	return nil
+func (t *handleTable) get(fh uint64) (f *ext4go.File) {
+	t.with(fh, func(m map[uint64]*handleRef) {
+		if h, ok := m[fh]; ok {
+			f = h.f
+		}
+	})
+	return f
 }
 
-func (t *handleTable) dir(fh uint64) *dirStream {
-	s := t.shard(fh)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h, ok := s.m[fh]
-	if !ok {
-		return &dirStream{}
-	}
-	if h.dir == nil {
-		h.dir = &dirStream{}
-	}
-	return h.dir
+func (t *handleTable) dir(fh uint64) (d *dirStream) {
+	t.with(fh, func(m map[uint64]*handleRef) {
+		h, ok := m[fh]
+		if !ok {
+			d = &dirStream{}
+			return
+		}
+		if h.dir == nil {
+			h.dir = &dirStream{}
+		}
+		d = h.dir
+	})
+	return d
 }
 
 func (t *handleTable) close(fh uint64) {
-	s := t.shard(fh)
-	s.mu.Lock()
-	h, ok := s.m[fh]
-	delete(s.m, fh)
-	s.mu.Unlock()
-	if ok {
+	var h *handleRef
+	t.with(fh, func(m map[uint64]*handleRef) {
+		h = m[fh]
+		delete(m, fh)
+	})
+	if h != nil {
 		h.f.Close()
 	}
 }
 
-func (t *handleTable) closeAll() {
-	for i := range t.shards {
-		s := &t.shards[i]
-		s.mu.Lock()
-		for fh, h := range s.m {
-			h.f.Close()
-			delete(s.m, fh)
-		}
-		s.mu.Unlock()
-	}
-}
+func (t *handleTable) closeAll() { t.drain(func(h *handleRef) { h.f.Close() }) }
