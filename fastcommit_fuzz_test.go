@@ -33,19 +33,7 @@ const (
 // panic or a hang; a writable open must refuse them leaving the image as
 // it was, or replay them and close without a panic.
 func FuzzFastCommitReplay(f *testing.F) {
-	var img *testutil.SharedImage
-	for _, im := range testutil.SharedImages(f) {
-		if im.Name == "j_recover_fast_commit" {
-			img = &im
-		}
-	}
-	if img == nil {
-		f.Skip("j_recover_fast_commit is not in the shared images")
-	}
-	base, err := os.ReadFile(img.Decompress(f))
-	if err != nil {
-		f.Fatal(err)
-	}
+	base := fastCommitImage(f)
 	f.Add(fcSeedRecords(base))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, records []byte) {
@@ -190,19 +178,7 @@ func fcSeedRecords(image []byte) []byte {
 // j_recover_fast_commit's records replays to the image's tree, so the
 // fuzzer starts from a replay that works.
 func TestFastCommitFuzzSeed(t *testing.T) {
-	var img *testutil.SharedImage
-	for _, im := range testutil.SharedImages(t) {
-		if im.Name == "j_recover_fast_commit" {
-			img = &im
-		}
-	}
-	if img == nil {
-		t.Skip("j_recover_fast_commit is not in the shared images")
-	}
-	base, err := os.ReadFile(img.Decompress(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := fastCommitImage(t)
 	image := bytes.Clone(base)
 	copy(image[fcAreaBlock*1024:(fcAreaBlock+fcAreaBlocks)*1024], fcArea(fcSeedRecords(base)))
 	a, err := ext4go.NewFS(bytes.NewReader(base), int64(len(base)), nil)
@@ -233,19 +209,7 @@ func TestFastCommitFuzzSeed(t *testing.T) {
 // the image left as it was; none may free the journal or map a block
 // into the filesystem's metadata.
 func TestFastCommitHostile(t *testing.T) {
-	var img *testutil.SharedImage
-	for _, im := range testutil.SharedImages(t) {
-		if im.Name == "j_recover_fast_commit" {
-			img = &im
-		}
-	}
-	if img == nil {
-		t.Skip("j_recover_fast_commit is not in the shared images")
-	}
-	base, err := os.ReadFile(img.Decompress(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := fastCommitImage(t)
 	le := binary.LittleEndian
 	rec := func(tag byte, v []byte) []byte { return append([]byte{tag - 1, byte(len(v))}, v...) }
 	delRange := func(ino, lblk, n uint32) []byte {

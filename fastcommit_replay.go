@@ -337,19 +337,22 @@ func (r *fcReplay) rangeEditor(h handle, n *node, in *inode.Inode) *extent.Edito
 	return r.f.editor(n, in, s).(extentMap).Editor
 }
 
-// addRange applies an ADD_RANGE record (kernel: ext4_fc_replay_add_range).
-func (r *fcReplay) addRange(x jbd2.FCRange) (err error) {
+// editRange runs fn on the extent tree of inode ino for a range record
+// (tag names it in errors), in a handle, under the inode's lock, and
+// writes the inode back: the shared part of ADD_RANGE and DEL_RANGE. A
+// missing inode, or one without an extent tree, skips the record; a
+// directory's range is corrupt (the kernel logs none: directory blocks
+// are rebuilt from the entry records).
+func (r *fcReplay) editRange(tag string, ino uint32, fn func(ed *extent.Editor) error) (err error) {
 	f := r.f
-	n, ok := r.inode(x.Ino)
+	n, ok := r.inode(ino)
 	if !ok {
 		return nil
 	}
 	if n.isDir() {
-		// The kernel logs no ranges of directories (their blocks are
-		// rebuilt from the entry records).
-		return &CorruptError{What: "journal", Block: -1, Ino: x.Ino, Detail: "fast-commit ADD_RANGE of a directory"}
+		return &CorruptError{What: "journal", Block: -1, Ino: ino, Detail: "fast-commit " + tag + " of a directory"}
 	}
-	r.record(x.Ino)
+	r.record(ino)
 	h, err := f.begin()
 	if err != nil {
 		return err
@@ -362,64 +365,55 @@ func (r *fcReplay) addRange(x jbd2.FCRange) (err error) {
 	if ed == nil {
 		return nil
 	}
-	if uint64(x.Logical)+uint64(x.Len) > extent.MaxLogical {
-		return &CorruptError{What: "journal", Block: -1, Ino: x.Ino, Detail: fmt.Sprintf("fast-commit ADD_RANGE %d+%d past the last file block", x.Logical, x.Len)}
-	}
-	cur, end := x.Logical, x.Logical+x.Len
-	for cur < end {
-		m, err := ed.Tree().Lookup(cur)
-		if err != nil {
-			return err
-		}
-		l := uint32(min(uint64(end-cur), m.Len))
-		want := extent.Extent{Logical: cur, Len: l, Start: x.Start + uint64(cur-x.Logical), Unwritten: x.Unwritten}
-		switch {
-		case m.Hole():
-			err = ed.Insert(want)
-		case m.Physical != want.Start:
-			// Mapped elsewhere before: the new blocks replace the old.
-			if err = ed.Remove(cur, cur+l); err == nil {
-				err = ed.Insert(want)
-			}
-		case m.Unwritten != x.Unwritten:
-			err = ed.Convert(cur, l, !x.Unwritten)
-		}
-		if err != nil {
-			return err
-		}
-		cur += l
+	if err := fn(ed); err != nil {
+		return err
 	}
 	return f.setInode(h, n, in)
 }
 
+// addRange applies an ADD_RANGE record (kernel: ext4_fc_replay_add_range).
+func (r *fcReplay) addRange(x jbd2.FCRange) error {
+	if uint64(x.Logical)+uint64(x.Len) > extent.MaxLogical {
+		return &CorruptError{What: "journal", Block: -1, Ino: x.Ino, Detail: fmt.Sprintf("fast-commit ADD_RANGE %d+%d past the last file block", x.Logical, x.Len)}
+	}
+	return r.editRange("ADD_RANGE", x.Ino, func(ed *extent.Editor) error {
+		cur, end := x.Logical, x.Logical+x.Len
+		for cur < end {
+			m, err := ed.Tree().Lookup(cur)
+			if err != nil {
+				return err
+			}
+			l := uint32(min(uint64(end-cur), m.Len))
+			want := extent.Extent{Logical: cur, Len: l, Start: x.Start + uint64(cur-x.Logical), Unwritten: x.Unwritten}
+			switch {
+			case m.Hole():
+				err = ed.Insert(want)
+			case m.Physical != want.Start:
+				// Mapped elsewhere before: the new blocks replace the old.
+				if err = ed.Remove(cur, cur+l); err == nil {
+					err = ed.Insert(want)
+				}
+			case m.Unwritten != x.Unwritten:
+				err = ed.Convert(cur, l, !x.Unwritten)
+			}
+			if err != nil {
+				return err
+			}
+			cur += l
+		}
+		return nil
+	})
+}
+
 // delRange applies a DEL_RANGE record (kernel: ext4_fc_replay_del_range).
-func (r *fcReplay) delRange(x jbd2.FCDelRange) (err error) {
-	f := r.f
-	n, ok := r.inode(x.Ino)
-	if !ok {
+func (r *fcReplay) delRange(x jbd2.FCDelRange) error {
+	if x.Len == 0 || uint64(x.Logical) >= extent.MaxLogical {
 		return nil
 	}
-	if n.isDir() {
-		return &CorruptError{What: "journal", Block: -1, Ino: x.Ino, Detail: "fast-commit DEL_RANGE of a directory"}
-	}
-	r.record(x.Ino)
-	h, err := f.begin()
-	if err != nil {
-		return err
-	}
-	defer endHandle(h, &err)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	in := editInode(n)
-	ed := r.rangeEditor(h, n, in)
-	if ed == nil || x.Len == 0 || uint64(x.Logical) >= extent.MaxLogical {
-		return nil
-	}
-	end := uint32(min(uint64(x.Logical)+uint64(x.Len), extent.MaxLogical))
-	if err := ed.Remove(x.Logical, end); err != nil {
-		return err
-	}
-	return f.setInode(h, n, in)
+	return r.editRange("DEL_RANGE", x.Ino, func(ed *extent.Editor) error {
+		end := uint32(min(uint64(x.Logical)+uint64(x.Len), extent.MaxLogical))
+		return ed.Remove(x.Logical, end)
+	})
 }
 
 // endHandle ends h, keeping the first error.

@@ -221,20 +221,8 @@ func fastCommitWorkload(t *testing.T, mp string, root *os.File, seed uint64) {
 // journal_only) and of the kernel's (a mount of a copy); the writable
 // open leaves an e2fsck-clean image with that tree.
 func TestFastCommitsMatchE2fsck(t *testing.T) {
-	var img *testutil.SharedImage
-	for _, im := range testutil.SharedImages(t) {
-		if im.Name == "j_recover_fast_commit" {
-			img = &im
-		}
-	}
-	if img == nil {
-		t.Skip("j_recover_fast_commit is not in the shared images")
-	}
 	start := time.Now()
-	b, err := os.ReadFile(img.Decompress(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := fastCommitImage(t)
 	crashed := filepath.Join(t.TempDir(), "crashed")
 	if err := os.WriteFile(crashed, b, 0o644); err != nil {
 		t.Fatal(err)
@@ -273,19 +261,7 @@ func TestFastCommitsMatchE2fsck(t *testing.T) {
 // writable open gives the same files, e2fsck-clean; e2fsck's own replay
 // of it is clean too, and so is the kernel's, with the same files.
 func TestFastCommitReplayCrash(t *testing.T) {
-	var img *testutil.SharedImage
-	for _, im := range testutil.SharedImages(t) {
-		if im.Name == "j_recover_fast_commit" {
-			img = &im
-		}
-	}
-	if img == nil {
-		t.Skip("j_recover_fast_commit is not in the shared images")
-	}
-	base, err := os.ReadFile(img.Decompress(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := fastCommitImage(t)
 	dir := t.TempDir()
 	image := filepath.Join(dir, "img")
 	if err := os.WriteFile(image, base, 0o644); err != nil {
@@ -386,4 +362,21 @@ func treeContents(t *testing.T, fsys *ext4go.FS) map[string]string {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// fastCommitImage returns the bytes of e2fsprogs' j_recover_fast_commit
+// image (skipping the test without it).
+func fastCommitImage(t testing.TB) []byte {
+	t.Helper()
+	for _, im := range testutil.SharedImages(t) {
+		if im.Name == "j_recover_fast_commit" {
+			b, err := os.ReadFile(im.Decompress(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+	}
+	t.Skip("j_recover_fast_commit is not in the shared images")
+	return nil
 }
