@@ -233,11 +233,24 @@ func TestFastCommitHostile(t *testing.T) {
 		le.PutUint32(v[4:], ino)
 		return rec(tag, append(v, name...))
 	}
+	// A new directory: its INODE record, then its CREAT_DENTRY in /a.
+	dirInode := make([]byte, 4+128)
+	le.PutUint32(dirInode, 15) // free in the image
+	raw := dirInode[4:]
+	le.PutUint16(raw[0:], 0o40755)
+	for _, off := range []int{8, 12, 16} {
+		le.PutUint32(raw[off:], 1700000000)
+	}
+	le.PutUint16(raw[0x1A:], 2)
+	le.PutUint32(raw[0x20:], 0x80000) // extents
+	le.PutUint32(raw[100:], 4321)     // generation
+	mkdir := append(rec(6, dirInode), dentry(3, 12, 15, "newdir")...)
 	for _, c := range []struct {
 		name    string
 		records []byte
 		refuse  bool // must be refused (else: replayed clean)
 	}{
+		{"mkdir", mkdir, false},
 		{"unmap the journal", delRange(8, 0, 2000), false},
 		{"unmap the root", delRange(2, 0, 100), true},
 		{"map onto the journal", addRange(13, 500, 10, 100), true},
@@ -280,6 +293,15 @@ func TestFastCommitHostile(t *testing.T) {
 				t.Error("replayed; want a refusal")
 			}
 			testutil.RequireFsckClean(t, path)
+			if c.name == "mkdir" {
+				after := openImage(t, path)
+				ents, err := after.ReadDir("a/newdir")
+				fi, serr := after.Stat("a/newdir")
+				after.Close()
+				if err != nil || len(ents) != 0 || serr != nil || !fi.IsDir() {
+					t.Errorf("a/newdir after the replay: %v entries, %v, %v", len(ents), err, serr)
+				}
+			}
 		})
 	}
 }

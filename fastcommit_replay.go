@@ -509,29 +509,35 @@ func (r *fcReplay) create(x jbd2.FCDentry) (err error) {
 		}
 		in.Size = 0
 		in.Flags &^= inode.FlagIndex
-		ds := f.newDirStore(h, child, in, nil)
-		lblk, err := ds.AppendBlock()
-		if err != nil {
-			return err
-		}
-		b, err := dir.NewDirBlock(f.dirFormat(), child.ino, parent.ino, inode.Seed(f.seed, child.ino, in.Generation))
-		if err != nil {
-			return err
-		}
-		if err := ds.WriteBlock(lblk, b); err != nil {
-			return err
-		}
 		if err := f.setInode(h, child, in); err != nil {
 			return err
 		}
-	}
-	if ok {
-		if _, err := r.addEntry(h, parent, child, x.Name); err != nil {
+		if err := f.initInode(h, parent, child, newEntry{mode: in.Mode}, nil); err != nil {
 			return err
 		}
 	}
+	added := false
+	if ok {
+		if added, err = r.addEntry(h, parent, child, x.Name); err != nil {
+			return err
+		}
+	}
+	// The links of a new entry (kernel: set_nlink(1)). A directory gets
+	// the two of a mkdir and adds one to its parent, where the kernel
+	// leaves that to the INODE records that follow (and overwrite it): a
+	// replay ending here is consistent too.
 	in := editInode(child)
 	in.LinksCount = 1
+	if child.isDir() {
+		in.LinksCount = 2
+		if added {
+			pin := editInode(parent)
+			f.incLinks(pin)
+			if err := f.setInode(h, parent, pin); err != nil {
+				return err
+			}
+		}
+	}
 	return f.setInode(h, child, in)
 }
 
