@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -259,5 +261,116 @@ func TestAtHeldInode(t *testing.T) {
 	defer rr.Close()
 	if _, err := rr.MakeAt("n", ext4go.NewInode{Mode: unix.S_IFREG | 0o644}, 0); !errors.Is(err, ext4go.ErrReadOnly) {
 		t.Errorf("MakeAt on a read-only filesystem: %v", err)
+	}
+}
+
+// TestAtRaces: goroutines racing the *At calls on the same few names of
+// one directory (creates of files and directories, unlinks, rmdirs,
+// renames with every flag, links, writes through looked-up Files, xattrs)
+// get only the errors those races allow; bystander files beside them keep
+// their content, and the image is e2fsck-clean and reads the same through
+// the kernel after.
+func TestAtRaces(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 64<<20, "-t", "ext4")
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := fsys.OpenFile(".", os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := root.MakeAt("race", ext4go.NewInode{Mode: unix.S_IFDIR | 0o755}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bystanders := map[string][]byte{}
+	for i := range 10 {
+		name := fmt.Sprintf("bystander%d", i)
+		data := bytes.Repeat([]byte{byte(i + 1)}, 5000*(i+1))
+		f, err := d.MakeAt(name, ext4go.NewInode{Mode: unix.S_IFREG | 0o644}, os.O_RDWR)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(data, 0); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		bystanders[name] = data
+	}
+	names := []string{"a", "b", "c", "d"}
+	allowed := func(err error) bool {
+		switch errnoOf(err) {
+		case 0, syscall.ENOENT, syscall.EEXIST, syscall.ENOTEMPTY, syscall.EISDIR, syscall.ENOTDIR, syscall.EINVAL, syscall.EPERM:
+			return true
+		}
+		return errors.Is(err, fs.ErrClosed)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 9))
+			pick := func() string { return names[rng.IntN(len(names))] }
+			for range 400 {
+				var err error
+				switch rng.IntN(8) {
+				case 0:
+					err = closeMade(d.MakeAt(pick(), ext4go.NewInode{Mode: unix.S_IFREG | 0o644}, os.O_RDWR))
+				case 1:
+					err = closeMade(d.MakeAt(pick(), ext4go.NewInode{Mode: unix.S_IFDIR | 0o755}, 0))
+				case 2:
+					err = d.UnlinkAt(pick(), false)
+				case 3:
+					err = d.UnlinkAt(pick(), true)
+				case 4:
+					err = d.RenameAt(pick(), d, pick(), []int{0, ext4go.RenameNoReplace, ext4go.RenameExchange}[rng.IntN(3)])
+				case 5:
+					err = linkAt(d, pick(), d, pick())
+				case 6:
+					err = withLookup(d, pick(), func(f *ext4go.File) error {
+						w, err := f.Reopen(os.O_RDWR)
+						if err != nil {
+							return err
+						}
+						_, err = w.WriteAt(bytes.Repeat([]byte("w"), rng.IntN(20000)), int64(rng.IntN(10000)))
+						return errors.Join(err, w.Close())
+					})
+				case 7:
+					err = withLookup(d, pick(), func(f *ext4go.File) error { return f.SetXattr("user.r", []byte("x"), 0) })
+				}
+				if !allowed(err) {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("race: %v", err)
+	}
+	check := func(how string, read func(name string) ([]byte, error)) {
+		for name, data := range bystanders {
+			got, err := read(name)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Errorf("%s: bystander %s: %d bytes, %v", how, name, len(got), err)
+			}
+		}
+	}
+	check("ext4go", func(name string) ([]byte, error) { return fsys.ReadFile("race/" + name) })
+	d.Close()
+	root.Close()
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+	if ok, _ := testutil.CanMount(); ok {
+		mp := testutil.Mount(t, image, true)
+		check("kernel", func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(mp, "race", name)) })
 	}
 }
