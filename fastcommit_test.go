@@ -72,19 +72,7 @@ func TestKernelFastCommits(t *testing.T) {
 				defer root.Close()
 				fastCommitWorkload(t, mp, root, seed)
 				shutdown := time.Now()
-				if err := unix.IoctlSetPointerInt(int(root.Fd()), ext4IocShutdown, ext4GoingNoLogFlush); err != nil {
-					t.Fatalf("shutdown ioctl: %v", err)
-				}
-				b, err := os.ReadFile(image)
-				if err != nil {
-					t.Fatal(err)
-				}
-				root.Close()
-				testutil.Unmount(t, mp)
-				crashed := filepath.Join(t.TempDir(), "crashed")
-				if err := os.WriteFile(crashed, b, 0o644); err != nil {
-					t.Fatal(err)
-				}
+				crashed, b := shutDown(t, root, mp, image, ext4GoingNoLogFlush)
 				if !strings.Contains(testutil.Dumpe2fs(t, crashed, "-h"), "needs_recovery") {
 					t.Fatal("the shut down image does not need recovery")
 				}

@@ -192,6 +192,33 @@ const (
 	ext4GoingLogFlush = 1
 )
 
+// shutDown stops the kernel's filesystem mounted at mp (root open on it)
+// with ext4's shutdown ioctl and flag, and returns a copy of the image as
+// the shutdown left it, with its bytes. The device is read before the
+// unmount, which would still write the block device's dirty buffers (the
+// checkpoint the crash never made) home; root and the files in also are
+// closed before the unmount.
+func shutDown(t *testing.T, root *os.File, mp, image string, flag int, also ...*os.File) (string, []byte) {
+	t.Helper()
+	if err := unix.IoctlSetPointerInt(int(root.Fd()), ext4IocShutdown, flag); err != nil {
+		t.Fatalf("shutdown ioctl: %v", err)
+	}
+	b, err := os.ReadFile(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root.Close()
+	for _, f := range also {
+		f.Close()
+	}
+	testutil.Unmount(t, mp)
+	crashed := filepath.Join(t.TempDir(), "crashed")
+	if err := os.WriteFile(crashed, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return crashed, b
+}
+
 // TestKernelShutdown: the kernel's own crash, made with ext4's shutdown
 // ioctl (as xfs_io -x -c shutdown): committed transactions are left in
 // the journal, needs_recovery set, and a file unlinked while open on the
@@ -233,23 +260,7 @@ func TestKernelShutdown(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := unix.IoctlSetPointerInt(int(root.Fd()), ext4IocShutdown, ext4GoingLogFlush); err != nil {
-				t.Fatalf("shutdown ioctl: %v", err)
-			}
-			// The device as the shutdown left it: the unmount would still
-			// write the block device's dirty buffers (the checkpoint
-			// the crash never made) home.
-			b, err := os.ReadFile(image)
-			if err != nil {
-				t.Fatal(err)
-			}
-			root.Close()
-			orphan.Close()
-			testutil.Unmount(t, mp)
-			crashed := filepath.Join(t.TempDir(), "crashed")
-			if err := os.WriteFile(crashed, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			crashed, b := shutDown(t, root, mp, image, ext4GoingLogFlush, orphan)
 			if !strings.Contains(testutil.Dumpe2fs(t, crashed, "-h"), "needs_recovery") {
 				t.Fatal("the shut down image does not need recovery")
 			}
@@ -398,19 +409,7 @@ func TestKernelShutdownRandom(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if err := unix.IoctlSetPointerInt(int(root.Fd()), ext4IocShutdown, ext4GoingLogFlush); err != nil {
-					t.Fatalf("shutdown ioctl: %v", err)
-				}
-				b, err := os.ReadFile(image)
-				if err != nil {
-					t.Fatal(err)
-				}
-				root.Close()
-				testutil.Unmount(t, mp)
-				crashed := filepath.Join(t.TempDir(), "crashed")
-				if err := os.WriteFile(crashed, b, 0o644); err != nil {
-					t.Fatal(err)
-				}
+				crashed, b := shutDown(t, root, mp, image, ext4GoingLogFlush)
 				ours, err := ext4go.Open(crashed, nil)
 				if err != nil {
 					t.Fatalf("read-only open: %v", err)
