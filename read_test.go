@@ -9,25 +9,11 @@ import (
 
 	"github.com/ext4go/ext4go"
 	"github.com/ext4go/ext4go/internal/testutil"
+	"github.com/ext4go/ext4go/internal/testutil/ext4meta"
 )
 
 // meta extracts what the harness compares from our FileInfo.
-func meta(fi fs.FileInfo) (testutil.Meta, bool) {
-	st, ok := fi.Sys().(*ext4go.Stat)
-	if !ok {
-		return testutil.Meta{}, false
-	}
-	m := testutil.Meta{
-		Ino: uint64(st.Ino), Nlink: uint64(st.Nlink), Uid: st.UID, Gid: st.GID,
-		Major: st.Major(), Minor: st.Minor(), Mtime: st.Mtime, Atime: st.Atime,
-	}
-	x, err := st.Xattrs()
-	if err != nil {
-		return m, false
-	}
-	m.Xattrs = x
-	return m, true
-}
+var meta = ext4meta.Meta
 
 func openImage(t testing.TB, image string) *ext4go.FS {
 	t.Helper()
