@@ -32,6 +32,10 @@ type NewInode struct {
 	UID, GID uint32 // owner (a setgid directory gives its group, as on Linux)
 	Rdev     uint64 // device number of a device node (unix.Mkdev)
 	Target   string // the target of a symbolic link
+	// Umask clears permission bits where the directory has no default
+	// POSIX ACL; where it has one, the ACL decides instead (as a
+	// process's umask on Linux).
+	Umask uint32
 }
 
 // atName checks that d is a directory File and name one entry name.
@@ -116,6 +120,10 @@ func (f *File) Reopen(flag int) (*File, error) {
 		n.mu.RUnlock()
 		return nil, &fs.PathError{Op: "reopen", Path: f.name, Err: fs.ErrClosed}
 	}
+	if err := checkOpenFlags(n.in(), flag, writable); err != nil {
+		n.mu.RUnlock()
+		return nil, &fs.PathError{Op: "reopen", Path: f.name, Err: err}
+	}
 	n.opens.Add(1)
 	n.mu.RUnlock()
 	file := &File{fsys: fsys, n: n, name: f.name, readable: readable, writable: writable, append: flag&os.O_APPEND != 0}
@@ -146,7 +154,7 @@ func (d *File) MakeAt(name string, ni NewInode, flag int) (*File, error) {
 	if err != nil {
 		return nil, d.atErr(op, name, err)
 	}
-	e := newEntry{mode: uint16(ni.Mode & 0xFFFF), uid: ni.UID, gid: ni.GID, rdev: ni.Rdev, target: ni.Target}
+	e := newEntry{mode: uint16(ni.Mode & 0xFFFF), uid: ni.UID, gid: ni.GID, rdev: ni.Rdev, target: ni.Target, inheritACL: true, umask: uint16(ni.Umask & 0o777)}
 	switch ni.Mode & 0xF000 {
 	case 0x8000, 0x4000, 0x2000, 0x6000, 0x1000, 0xC000:
 	case 0xA000:
@@ -309,6 +317,20 @@ func (f *File) setAttr(op string, fn func(in *inode.Inode) error) error {
 		return &fs.PathError{Op: op, Path: f.name, Err: ErrReadOnly}
 	}
 	if err := f.fsys.setAttrNode(f.n, false, fn); err != nil {
+		return &fs.PathError{Op: op, Path: f.name, Err: err}
+	}
+	return nil
+}
+
+// setAttrFlags is setAttr for a change of the inode flags.
+func (f *File) setAttrFlags(op string, fn func(in *inode.Inode) error) error {
+	if err := f.checkOpen(op); err != nil {
+		return err
+	}
+	if f.fsys.w == nil {
+		return &fs.PathError{Op: op, Path: f.name, Err: ErrReadOnly}
+	}
+	if err := f.fsys.changeAttrNode(f.n, false, true, fn); err != nil {
 		return &fs.PathError{Op: op, Path: f.name, Err: err}
 	}
 	return nil

@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/ext4go/ext4go/internal/inode"
 )
 
 // Write writes p at the current offset (at the end with O_APPEND).
@@ -121,6 +123,9 @@ func (f *File) Truncate(size int64) error {
 		return err
 	}
 	defer n.mu.Unlock()
+	if frozen(n.in()) {
+		return &fs.PathError{Op: "truncate", Path: f.name, Err: syscall.EPERM}
+	}
 	// Removing part of an extent may split it and need a tree block.
 	if err := f.fsys.retryAlloc(func() error { return f.fsys.truncate(n, size) }); err != nil {
 		return &fs.PathError{Op: "truncate", Path: f.name, Err: err}
@@ -145,6 +150,11 @@ func (f *File) Fallocate(mode int, off, length int64) error {
 		return err
 	}
 	defer n.mu.Unlock()
+	// The VFS's vfs_fallocate: nothing on an immutable file, only
+	// allocation on an append-only one.
+	if n.in().HasFlag(inode.FlagImmutable) || n.in().HasFlag(inode.FlagAppend) && mode&^FallocKeepSize != 0 {
+		return &fs.PathError{Op: "fallocate", Path: f.name, Err: syscall.EPERM}
+	}
 	if err := f.fsys.fallocate(n, mode, off, length); err != nil {
 		return &fs.PathError{Op: "fallocate", Path: f.name, Err: err}
 	}

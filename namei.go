@@ -12,9 +12,11 @@ import (
 
 	"github.com/ext4go/ext4go/internal/dir"
 	"github.com/ext4go/ext4go/internal/extent"
+	"github.com/ext4go/ext4go/internal/fserr"
 	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/mballoc"
 	"github.com/ext4go/ext4go/internal/super"
+	"github.com/ext4go/ext4go/internal/xattr"
 )
 
 // linkMax is the most links an inode may have (kernel: EXT4_LINK_MAX).
@@ -174,7 +176,9 @@ func (f *FS) checkDirWritable(n *node) error {
 		return syscall.ENOTDIR
 	case in.LinksCount == 0:
 		return syscall.ENOENT // removed while we waited
-	case in.HasFlag(inode.FlagImmutable) || in.HasFlag(inode.FlagAppend):
+	case in.HasFlag(inode.FlagImmutable):
+		// An append-only directory takes new entries: removals check
+		// for it (the VFS's may_delete).
 		return syscall.EPERM
 	case in.HasFlag(inode.FlagEncrypt) || in.HasFlag(inode.FlagCasefold):
 		return &UnsupportedError{Feature: "changing encrypted or case-folded directories"}
@@ -233,6 +237,12 @@ type newEntry struct {
 	uid, gid uint32
 	rdev     uint64 // device nodes
 	target   string // symlinks
+	// inheritACL applies the directory's default POSIX ACL, as the
+	// kernel does for every create (kernel: ext4_init_acl); where there
+	// is none, umask clears permission bits instead. A copy (build,
+	// put) leaves both off: it sets the source's own xattrs.
+	inheritACL bool
+	umask      uint16
 }
 
 // create makes a new inode called name in parent (whose mu is held) and
@@ -257,6 +267,13 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 	}
 	if e.mode&0xF000 == 0xA000 && len(e.target) >= int(f.blockSize) {
 		return nil, syscall.ENAMETOOLONG
+	}
+	var acl inheritedACL
+	if e.inheritACL {
+		var err error
+		if acl, err = f.inheritACL(parent, &e); err != nil {
+			return nil, err
+		}
 	}
 	h, err := f.begin()
 	if err != nil {
@@ -290,6 +307,12 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 		cu.undo()
 		return undo(err)
 	}
+	for _, x := range acl.set() {
+		if err := f.changeXattr(h, child, x); err != nil {
+			cu.undo()
+			return undo(err)
+		}
+	}
 	pin := editInode(parent)
 	ds := f.newDirStore(h, parent, pin, pu)
 	ed := f.dirEditor(ds)
@@ -307,6 +330,72 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 		return undo(err)
 	}
 	return child, nil
+}
+
+// inheritedACL is what a directory's default ACL gives a new inode.
+type inheritedACL struct {
+	access, def []byte // VFS forms; nil: none
+}
+
+func (a inheritedACL) set() []xattrChange {
+	var out []xattrChange
+	if a.access != nil {
+		out = append(out, xattrChange{name: xattr.NamePosixACLAccess, value: a.access})
+	}
+	if a.def != nil {
+		out = append(out, xattrChange{name: xattr.NamePosixACLDefault, value: a.def})
+	}
+	return out
+}
+
+// inheritACL applies parent's default ACL to e (kernel: posix_acl_create):
+// with one, e's mode keeps only what the ACL grants, the new inode gets
+// an access ACL where the mode cannot say it all, and a directory the
+// default ACL too; without one, e.umask clears bits. Symbolic links take
+// neither. parent.mu must be held.
+func (f *FS) inheritACL(parent *node, e *newEntry) (inheritedACL, error) {
+	if e.mode&0xF000 == 0xA000 {
+		return inheritedACL{}, nil
+	}
+	var def []xattr.ACLEntry
+	if f.sb.DefaultMountOpts&super.DefmACL != 0 && f.sb.HasCompat(0x0008) {
+		es, err := f.xattrEntries(parent)
+		if err != nil {
+			return inheritedACL{}, err
+		}
+		for _, x := range es {
+			if x.Index != xattr.IndexPosixACLDefault || len(x.Name) != 0 {
+				continue
+			}
+			if def, err = xattr.DecodeACL(x.Value); err != nil {
+				return inheritedACL{}, fserr.At(err, -1, parent.ino)
+			}
+			if len(def) > 0 {
+				if err := xattr.ValidACL(def); err != nil {
+					return inheritedACL{}, &CorruptError{What: "default ACL", Block: -1, Ino: parent.ino, Detail: err.Error()}
+				}
+			}
+		}
+	}
+	if len(def) == 0 {
+		e.mode &^= e.umask & 0o777
+		return inheritedACL{}, nil
+	}
+	var out inheritedACL
+	access, mode, equiv := xattr.ACLCreate(def, uint32(e.mode))
+	e.mode = uint16(mode)
+	var err error
+	if !equiv {
+		if out.access, err = xattr.EncodeXattrACL(access); err != nil {
+			return inheritedACL{}, err
+		}
+	}
+	if e.mode&0xF000 == 0x4000 {
+		if out.def, err = xattr.EncodeXattrACL(def); err != nil {
+			return inheritedACL{}, err
+		}
+	}
+	return out, nil
 }
 
 // initInode gives a new inode its content: a directory its first block, a
@@ -506,7 +595,7 @@ func (f *FS) openCreate(name string, flag int, perm fs.FileMode, hops int, reada
 	defer parent.mu.Unlock()
 	var n *node
 	err = f.retryAlloc(func() (err error) {
-		n, err = f.create(parent, base, newEntry{mode: 0x8000 | unixPerm(perm), uid: f.opts.UID, gid: f.opts.GID})
+		n, err = f.create(parent, base, newEntry{mode: 0x8000 | unixPerm(perm), uid: f.opts.UID, gid: f.opts.GID, inheritACL: true})
 		return err
 	})
 	if err != nil {
@@ -542,6 +631,12 @@ func (f *FS) linkTarget(n *node, name string) (string, error) {
 func (f *FS) openNode(n *node, name string, flag int, readable, writable bool) (*File, error) {
 	if writable && n.isDir() {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.EISDIR}
+	}
+	n.mu.RLock()
+	err := checkOpenFlags(n.in(), flag, writable)
+	n.mu.RUnlock()
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
 	file, err := f.newFile(n, name, readable, writable, flag&os.O_APPEND != 0)
 	if err != nil {
@@ -595,7 +690,7 @@ func (f *FS) mknodAt(op, name string, e newEntry) error {
 
 // Mkdir creates a directory with mode perm (no umask), owned by 0:0.
 func (f *FS) Mkdir(name string, perm fs.FileMode) error {
-	return f.mknodAt("mkdir", name, newEntry{mode: 0x4000 | unixPerm(perm), uid: f.opts.UID, gid: f.opts.GID})
+	return f.mknodAt("mkdir", name, newEntry{mode: 0x4000 | unixPerm(perm), uid: f.opts.UID, gid: f.opts.GID, inheritACL: true})
 }
 
 // MkdirAll creates a directory and any missing parents, as os.MkdirAll.
@@ -643,5 +738,5 @@ func (f *FS) Mknod(name string, mode uint32, dev uint64) error {
 	default:
 		return &fs.PathError{Op: "mknod", Path: name, Err: syscall.EINVAL}
 	}
-	return f.mknodAt("mknod", name, newEntry{mode: uint16(mode), rdev: dev, uid: f.opts.UID, gid: f.opts.GID})
+	return f.mknodAt("mknod", name, newEntry{mode: uint16(mode), rdev: dev, uid: f.opts.UID, gid: f.opts.GID, inheritACL: true})
 }

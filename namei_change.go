@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/ext4go/ext4go/internal/dir"
+	"github.com/ext4go/ext4go/internal/fserr"
 	"github.com/ext4go/ext4go/internal/inode"
+	"github.com/ext4go/ext4go/internal/super"
+	"github.com/ext4go/ext4go/internal/xattr"
 )
 
 // Remove removes the named file or empty directory, as os.Remove.
@@ -43,6 +46,9 @@ func (f *FS) removeEntry(parent *node, base string, kind int) (err error) {
 	ino, err := f.lookup(parent, base)
 	if err != nil {
 		return err
+	}
+	if parent.in().HasFlag(inode.FlagAppend) {
+		return syscall.EPERM
 	}
 	child, err := f.inode(ino)
 	if err != nil {
@@ -312,6 +318,12 @@ func (f *FS) setAttr(op, name string, follow bool, fn func(in *inode.Inode) erro
 // ctime; named says n must still have a name (else an open file's inode
 // may be changed too, as fchmod can).
 func (f *FS) setAttrNode(n *node, named bool, fn func(in *inode.Inode) error) (err error) {
+	return f.changeAttrNode(n, named, false, fn)
+}
+
+// changeAttrNode is setAttrNode; flags (a change of the inode flags) may
+// change an immutable or append-only inode, which nothing else may.
+func (f *FS) changeAttrNode(n *node, named, flags bool, fn func(in *inode.Inode) error) (err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if named {
@@ -330,12 +342,55 @@ func (f *FS) setAttrNode(n *node, named bool, fn func(in *inode.Inode) error) (e
 			err = e
 		}
 	}()
+	if !flags && frozen(n.in()) {
+		return syscall.EPERM
+	}
 	in := editInode(n)
+	oldPerm := in.Mode & 0o777
 	if err := fn(in); err != nil {
 		return err
 	}
 	in.Ctime = inode.FromTime(f.now())
-	return f.setInode(h, n, in)
+	if err := f.setInode(h, n, in); err != nil {
+		return err
+	}
+	if in.Mode&0o777 != oldPerm {
+		return f.chmodACL(h, n, uint32(in.Mode))
+	}
+	return nil
+}
+
+// chmodACL makes n's access ACL, if it has one, say what its new mode
+// does (kernel: posix_acl_chmod): the owner's, the mask's (or the owning
+// group's) and the others' entries take the mode's bits. n.mu must be
+// held.
+func (f *FS) chmodACL(h handle, n *node, mode uint32) error {
+	if f.sb.DefaultMountOpts&super.DefmACL == 0 || n.isSymlink() {
+		return nil
+	}
+	es, err := f.xattrEntries(n)
+	if err != nil {
+		return err
+	}
+	for _, x := range es {
+		if x.Index != xattr.IndexPosixACLAccess || len(x.Name) != 0 {
+			continue
+		}
+		acl, err := xattr.DecodeACL(x.Value)
+		if err != nil {
+			return fserr.At(err, -1, n.ino)
+		}
+		if len(acl) == 0 {
+			return nil
+		}
+		xattr.ACLChmod(acl, mode)
+		v, err := xattr.EncodeXattrACL(acl)
+		if err != nil {
+			return err
+		}
+		return f.changeXattr(h, n, xattrChange{name: xattr.NamePosixACLAccess, value: v})
+	}
+	return nil
 }
 
 // Chmod sets the permission and special bits of the named file (following

@@ -175,6 +175,9 @@ func (f *FS) renameIn(oldParent *node, oldBase string, newParent *node, newBase 
 			return syscall.EPERM
 		}
 	}
+	if oldParent.in().HasFlag(inode.FlagAppend) || dst != nil && newParent.in().HasFlag(inode.FlagAppend) {
+		return syscall.EPERM
+	}
 	if cross && srcDir && (dst == nil || !dst.isDir()) && newParent.in().LinksCount >= linkMax &&
 		!(f.sb.HasROCompat(super.ROCompatDirNlink) && newParent.in().HasFlag(inode.FlagIndex)) {
 		return syscall.EMLINK

@@ -109,9 +109,19 @@ func (f *FS) changeXattr(h handle, n *node, c xattrChange) error {
 		return syscall.EPERM // system.data belongs to inline data
 	}
 	value := c.value
-	if !c.remove && (index == xattr.IndexPosixACLAccess || index == xattr.IndexPosixACLDefault) {
-		if value, err = xattr.ACLFromXattr(c.value); err != nil {
-			return syscall.EINVAL
+	// aclPerm, when not -1, are the permission bits an access ACL gives
+	// the mode; aclRemove is an ACL set to what the mode says, or to
+	// nothing: the entry goes, if there is one.
+	aclPerm, aclRemove := -1, false
+	if index == xattr.IndexPosixACLAccess || index == xattr.IndexPosixACLDefault {
+		c.flags = 0 // the VFS's set_acl takes no flags
+		if !c.remove {
+			if value, aclPerm, aclRemove, err = f.aclValue(n, index, c.value); err != nil {
+				return err
+			}
+			if aclRemove {
+				c.remove = true
+			}
 		}
 	}
 	in := editInode(n)
@@ -169,7 +179,7 @@ func (f *FS) changeXattr(h handle, n *node, c xattrChange) error {
 	newIbody := drop(ibody, true)
 	newBlock := drop(block, false)
 	switch {
-	case c.remove && !found:
+	case c.remove && !found && !aclRemove:
 		return syscall.ENODATA
 	case c.flags&XattrCreate != 0 && found:
 		return syscall.EEXIST
@@ -243,8 +253,49 @@ func (f *FS) changeXattr(h handle, n *node, c xattrChange) error {
 			return err
 		}
 	}
+	if aclPerm >= 0 {
+		in.Mode = in.Mode&^0o777 | uint16(aclPerm)
+	}
 	in.Ctime = inode.FromTime(f.now())
 	return f.setInode(h, n, in)
+}
+
+// aclValue checks a POSIX ACL being set on n (its VFS form v) as the
+// kernel's set_posix_acl and ext4_set_acl do, and returns its on-disk
+// form. An access ACL also gives the mode's permission bits (perm; -1
+// for a default ACL); remove is an ACL the mode says all of, or an empty
+// one: the entry is removed instead.
+func (f *FS) aclValue(n *node, index uint8, v []byte) (disk []byte, perm int, remove bool, err error) {
+	perm = -1
+	es, err := xattr.DecodeXattrACL(v)
+	if err != nil {
+		return nil, -1, false, syscall.EINVAL
+	}
+	if len(es) > 0 {
+		if err := xattr.ValidACL(es); err != nil {
+			return nil, -1, false, syscall.EINVAL
+		}
+	}
+	if index == xattr.IndexPosixACLDefault && !n.isDir() {
+		if len(es) == 0 {
+			return nil, -1, true, nil
+		}
+		return nil, -1, false, syscall.EACCES
+	}
+	if index == xattr.IndexPosixACLAccess && len(es) > 0 {
+		p, equiv := xattr.ACLMode(es)
+		perm = int(p)
+		if equiv {
+			es = nil
+		}
+	}
+	if len(es) == 0 {
+		return nil, perm, true, nil
+	}
+	if disk, err = xattr.EncodeACL(es); err != nil {
+		return nil, -1, false, syscall.EINVAL
+	}
+	return disk, perm, false, nil
 }
 
 func entriesEqual(a, b []xattr.Entry) bool {
@@ -455,6 +506,9 @@ func (f *FS) xattrOpNode(n *node, named bool, c xattrChange) error {
 		}
 	} else if n.freed.Load() {
 		return fs.ErrNotExist
+	}
+	if frozen(n.in()) {
+		return syscall.EPERM // the VFS's xattr_permission
 	}
 	return f.retryAlloc(func() error {
 		h, err := f.begin()

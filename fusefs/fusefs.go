@@ -18,6 +18,7 @@
 package fusefs
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -42,8 +43,7 @@ type Options struct {
 	// DefaultPermissions on: the server checks no permissions itself.
 	AllowOther bool
 	// DefaultPermissions makes the kernel check permissions from the
-	// modes and owners, as on a local filesystem (POSIX ACLs are not
-	// enforced).
+	// modes, owners and POSIX ACLs, as on a local filesystem.
 	DefaultPermissions bool
 	// ReadOnly mounts read-only (the FS must then not be written either).
 	ReadOnly bool
@@ -100,6 +100,11 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		// With other users in, the kernel must check their permissions:
 		// the server does not.
 		mo.Options = append(mo.Options, "default_permissions")
+		// The kernel checks POSIX ACLs too (from the xattrs it reads
+		// through us) and leaves the umask to us: a directory's default
+		// ACL, applied by ext4go on create, replaces it.
+		mo.EnableAcl = true
+		mo.ExtraCapabilities |= fuse.CAP_DONT_MASK
 	}
 	if o.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
@@ -407,11 +412,11 @@ func (r *rawFS) owner(h *fuse.InHeader) (uid, gid uint32) {
 const oPath = 0x200000
 
 func (r *rawFS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
-	return r.make(&in.InHeader, name, ext4go.NewInode{Mode: in.Mode, Rdev: uint64(in.Rdev)}, out)
+	return r.make(&in.InHeader, name, ext4go.NewInode{Mode: in.Mode, Rdev: uint64(in.Rdev), Umask: in.Umask}, out)
 }
 
 func (r *rawFS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	return r.make(&in.InHeader, name, ext4go.NewInode{Mode: syscall.S_IFDIR | in.Mode&0o7777}, out)
+	return r.make(&in.InHeader, name, ext4go.NewInode{Mode: syscall.S_IFDIR | in.Mode&0o7777, Umask: in.Umask}, out)
 }
 
 func (r *rawFS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
@@ -538,7 +543,7 @@ func (r *rawFS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr strin
 // openFlags keeps what ext4go's Reopen takes of open(2)'s flags. The
 // kernel computes the offsets of O_APPEND writes itself.
 func openFlags(flags uint32) int {
-	return int(flags) & (os.O_RDONLY | os.O_WRONLY | os.O_RDWR | os.O_TRUNC)
+	return int(flags) & (os.O_RDONLY | os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND)
 }
 
 func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
@@ -547,7 +552,7 @@ func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, o
 		return st
 	}
 	uid, gid := r.owner(&in.InHeader)
-	f, err := d.MakeAt(name, ext4go.NewInode{Mode: syscall.S_IFREG | in.Mode&0o7777, UID: uid, GID: gid}, openFlags(in.Flags)&^os.O_TRUNC)
+	f, err := d.MakeAt(name, ext4go.NewInode{Mode: syscall.S_IFREG | in.Mode&0o7777, UID: uid, GID: gid, Umask: in.Umask}, openFlags(in.Flags)&^os.O_TRUNC)
 	if errors.Is(err, fs.ErrExist) && in.Flags&syscall.O_EXCL == 0 {
 		// Created meanwhile by another request: open it if it is a
 		// regular file (the kernel takes nothing else from a create).
@@ -579,7 +584,7 @@ func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, o
 		f.Close()
 		return st
 	}
-	out.Fh = r.handles.add(f)
+	out.Fh = r.handles.add(f, in.Flags&syscall.O_APPEND != 0)
 	return fuse.OK
 }
 
@@ -592,7 +597,7 @@ func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 	if err != nil {
 		return status(err)
 	}
-	out.Fh = r.handles.add(f)
+	out.Fh = r.handles.add(f, in.Flags&syscall.O_APPEND != 0)
 	return fuse.OK
 }
 
@@ -621,7 +626,13 @@ func (r *rawFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (ui
 	if !st.Ok() {
 		return 0, st
 	}
-	n, err := f.WriteAt(data, int64(in.Offset))
+	var n int
+	var err error
+	if h := r.handles.ref(in.Fh); h != nil && h.appending {
+		n, err = f.Write(data)
+	} else {
+		n, err = f.WriteAt(data, int64(in.Offset))
+	}
 	if err != nil && n == 0 {
 		return 0, status(err)
 	}
@@ -676,7 +687,7 @@ func (r *rawFS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenO
 	if err != nil {
 		return status(err)
 	}
-	out.Fh = r.handles.add(f)
+	out.Fh = r.handles.add(f, false)
 	return fuse.OK
 }
 
@@ -871,21 +882,27 @@ type handleTable struct {
 type handleRef struct {
 	f   *ext4go.File
 	dir *dirStream
+	// appending is an O_APPEND open: its writes go to the end of the
+	// file, wherever the kernel thought that was.
+	appending bool
 }
 
-func (t *handleTable) add(f *ext4go.File) uint64 {
+func (t *handleTable) add(f *ext4go.File, appending bool) uint64 {
 	fh := t.next.Add(1)
-	t.with(fh, func(m map[uint64]*handleRef) { m[fh] = &handleRef{f: f} })
+	t.with(fh, func(m map[uint64]*handleRef) { m[fh] = &handleRef{f: f, appending: appending} })
 	return fh
 }
 
 func (t *handleTable) get(fh uint64) (f *ext4go.File) {
-	t.with(fh, func(m map[uint64]*handleRef) {
-		if h, ok := m[fh]; ok {
-			f = h.f
-		}
-	})
-	return f
+	if h := t.ref(fh); h != nil {
+		return h.f
+	}
+	return nil
+}
+
+func (t *handleTable) ref(fh uint64) (h *handleRef) {
+	t.with(fh, func(m map[uint64]*handleRef) { h = m[fh] })
+	return h
 }
 
 func (t *handleTable) dir(fh uint64) (d *dirStream) {
@@ -915,3 +932,93 @@ func (t *handleTable) close(fh uint64) {
 }
 
 func (t *handleTable) closeAll() { t.drain(func(h *handleRef) { h.f.Close() }) }
+
+// The ioctls served: FS_IOC_GETFLAGS and FS_IOC_SETFLAGS (lsattr, chattr),
+// matched by direction, type and number (the kernel sends them with an
+// int's size whatever the caller's long).
+const (
+	ioctlMatch       = 0xC000FFFF
+	ioctlGetFlags    = 0x80006601
+	ioctlSetFlags    = 0x40006602
+	ioctlFSGetXattr  = 0x8000581f // struct fsxattr: the VFS reads the flags so before a set
+	ioctlFSSetXattr  = 0x40005820
+	fsxattrSize      = 28
+	fsxattrXflagsOff = 0
+	fsxattrProjidOff = 12
+)
+
+// xflagBits pairs the inode flags with the FS_XFLAG_* bits that stand for
+// them in struct fsxattr (kernel: ext4_iflags_to_xflags).
+var xflagBits = [...][2]uint32{
+	{0x00000008, 0x00000020}, // sync
+	{0x00000010, 0x00000008}, // immutable
+	{0x00000020, 0x00000010}, // append
+	{0x00000040, 0x00000080}, // nodump
+	{0x00000080, 0x00000040}, // noatime
+	{0x20000000, 0x00000200}, // project inherit
+	{0x02000000, 0x00008000}, // DAX
+}
+
+func (r *rawFS) Ioctl(cancel <-chan struct{}, in *fuse.IoctlIn, inbuf []byte, out *fuse.IoctlOut, outbuf []byte) fuse.Status {
+	f, st := r.node(in.NodeId)
+	if !st.Ok() {
+		return st
+	}
+	switch in.Cmd & ioctlMatch {
+	case ioctlGetFlags:
+		if len(outbuf) < 4 {
+			return fuse.EINVAL
+		}
+		flags, err := f.Flags()
+		if err != nil {
+			return status(err)
+		}
+		binary.LittleEndian.PutUint32(outbuf, flags)
+		clear(outbuf[4:])
+		return fuse.OK
+	case ioctlSetFlags:
+		if len(inbuf) < 4 {
+			return fuse.EINVAL
+		}
+		return status(f.SetFlags(binary.LittleEndian.Uint32(inbuf)))
+	case ioctlFSGetXattr:
+		if len(outbuf) < fsxattrSize {
+			return fuse.EINVAL
+		}
+		st, err := statOf(f)
+		if err != nil {
+			return status(err)
+		}
+		var x uint32
+		for _, b := range xflagBits {
+			if st.Flags&b[0] != 0 {
+				x |= b[1]
+			}
+		}
+		clear(outbuf)
+		binary.LittleEndian.PutUint32(outbuf[fsxattrXflagsOff:], x)
+		binary.LittleEndian.PutUint32(outbuf[fsxattrProjidOff:], st.ProjectID)
+		return fuse.OK
+	case ioctlFSSetXattr:
+		if len(inbuf) < fsxattrSize {
+			return fuse.EINVAL
+		}
+		st, err := statOf(f)
+		if err != nil {
+			return status(err)
+		}
+		if binary.LittleEndian.Uint32(inbuf[fsxattrProjidOff:]) != st.ProjectID {
+			return fuse.Status(syscall.EOPNOTSUPP) // project quotas are not kept
+		}
+		x := binary.LittleEndian.Uint32(inbuf[fsxattrXflagsOff:])
+		flags := st.Flags
+		for _, b := range xflagBits {
+			flags &^= b[0]
+			if x&b[1] != 0 {
+				flags |= b[0]
+			}
+		}
+		return status(f.SetFlags(flags))
+	}
+	return fuse.Status(syscall.ENOTTY)
+}

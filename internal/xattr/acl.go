@@ -195,3 +195,142 @@ func ACLFromXattr(v []byte) ([]byte, error) {
 	}
 	return EncodeACL(es)
 }
+
+// ValidACL reports whether es is a POSIX ACL the kernel accepts (kernel:
+// posix_acl_valid): entries in tag order, one each of ACLUserObj,
+// ACLGroupObj and ACLOther, named entries in increasing ID order without
+// duplicates, at most one ACLMask and one when there are named entries,
+// and permissions within rwx.
+func ValidACL(es []ACLEntry) error {
+	var userObj, groupObj, other, mask, named int
+	prevTag := uint16(0)
+	prevID := uint32(0)
+	for i, e := range es {
+		if e.Perm&^7 != 0 {
+			return fmt.Errorf("ACL entry %d: permissions %#o", i, e.Perm)
+		}
+		if e.Tag < prevTag {
+			return fmt.Errorf("ACL entry %d: tag %#x out of order", i, e.Tag)
+		}
+		switch e.Tag {
+		case ACLUserObj:
+			userObj++
+		case ACLGroupObj:
+			groupObj++
+		case ACLOther:
+			other++
+		case ACLMask:
+			mask++
+		case ACLUser, ACLGroup:
+			if e.Tag == prevTag && e.ID <= prevID {
+				return fmt.Errorf("ACL entry %d: ID %d out of order or repeated", i, e.ID)
+			}
+			named++
+			prevID = e.ID
+		default:
+			return fmt.Errorf("ACL entry %d: unknown tag %#x", i, e.Tag)
+		}
+		prevTag = e.Tag
+	}
+	if userObj != 1 || groupObj != 1 || other != 1 || mask > 1 || named > 0 && mask == 0 {
+		return fmt.Errorf("ACL: %d owner, %d group, %d other, %d mask and %d named entries", userObj, groupObj, other, mask, named)
+	}
+	return nil
+}
+
+// ACLMode is the permission bits es gives the file mode (kernel:
+// posix_acl_equiv_mode): the owner's, the mask's (or the owning group's)
+// and the others' permissions. equiv reports whether the mode says all
+// the ACL does (no named entries, no mask), so it need not be stored.
+// es must be valid.
+func ACLMode(es []ACLEntry) (perm uint32, equiv bool) {
+	equiv = true
+	var group, mask uint32
+	hasMask := false
+	for _, e := range es {
+		p := uint32(e.Perm & 7)
+		switch e.Tag {
+		case ACLUserObj:
+			perm |= p << 6
+		case ACLGroupObj:
+			group = p
+		case ACLOther:
+			perm |= p
+		case ACLMask:
+			mask, hasMask = p, true
+			equiv = false
+		default:
+			equiv = false
+		}
+	}
+	if hasMask {
+		group = mask
+	}
+	return perm | group<<3, equiv
+}
+
+// ACLCreate is a directory's default ACL applied to a new inode of mode
+// mode (kernel: posix_acl_create_masq): each base entry and the mask keep
+// only the permissions mode grants, and the mode only those they grant.
+// It returns the new inode's access ACL and mode (type and special bits
+// kept); equiv reports that the mode says all the access ACL does, so it
+// need not be stored. def must be valid.
+func ACLCreate(def []ACLEntry, mode uint32) (access []ACLEntry, newMode uint32, equiv bool) {
+	access = append([]ACLEntry(nil), def...)
+	m := mode & 0o777
+	equiv = true
+	group, mask := -1, -1
+	for i := range access {
+		e := &access[i]
+		switch e.Tag {
+		case ACLUserObj:
+			e.Perm &= uint16(m >> 6 & 7)
+			m &= uint32(e.Perm)<<6 | ^uint32(0o700)
+		case ACLUser, ACLGroup:
+			equiv = false
+		case ACLGroupObj:
+			group = i
+		case ACLOther:
+			e.Perm &= uint16(m & 7)
+			m &= uint32(e.Perm) | ^uint32(0o7)
+		case ACLMask:
+			mask = i
+			equiv = false
+		}
+	}
+	g := mask
+	if g < 0 {
+		g = group
+	}
+	if g >= 0 {
+		e := &access[g]
+		e.Perm &= uint16(m >> 3 & 7)
+		m &= uint32(e.Perm)<<3 | ^uint32(0o70)
+	}
+	return access, mode&^0o777 | m&0o777, equiv
+}
+
+// ACLChmod gives es the permission bits of mode (kernel:
+// __posix_acl_chmod): the owner's entry the owner's bits, the mask (or,
+// without one, the owning group's entry) the group's, the others' entry
+// the others'.
+func ACLChmod(es []ACLEntry, mode uint32) {
+	group := -1
+	for i := range es {
+		switch es[i].Tag {
+		case ACLUserObj:
+			es[i].Perm = uint16(mode >> 6 & 7)
+		case ACLOther:
+			es[i].Perm = uint16(mode & 7)
+		case ACLGroupObj:
+			if group < 0 {
+				group = i
+			}
+		case ACLMask:
+			group = i
+		}
+	}
+	if group >= 0 {
+		es[group].Perm = uint16(mode >> 3 & 7)
+	}
+}

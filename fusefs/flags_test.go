@@ -1,0 +1,74 @@
+package fusefs_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ext4go/ext4go/internal/testutil"
+)
+
+// flagSteps set and clear inode flags with chattr and try every kind of
+// change the immutable and append-only flags forbid.
+var flagSteps = []string{
+	"touch f && chattr +i f && lsattr -d f",
+	"echo x > f", "echo x >> f", "rm f", "mv f g", "ln f h", "chmod 600 f", "chown 5 f",
+	"touch f", "touch -d 2020-01-01 f", "setfattr -n user.a -v 1 f", "truncate -s 0 f",
+	"fallocate -l 1M f",
+	"chattr -i f && lsattr -d f && rm f",
+	"touch a && chattr +a a && echo x >> a && cat a",
+	"echo y > a", "truncate -s 0 a", "rm a", "ln a b", "chmod 600 a",
+	"fallocate -l 1M a && stat -c %s a", "fallocate -p -o 0 -l 4096 a",
+	"setfattr -n user.a -v 1 a",
+	"chattr -a a && echo z > a && cat a",
+	"mkdir d && touch d/x d/w && chattr +a d && lsattr -d d",
+	"touch d/y && ls d", "rm d/x", "mv d/y d/z", "touch moved && mv moved d/moved && ls d",
+	"mv d/w d/x", "rmdir d",
+	"chattr -a d && rm d/x && ls d",
+	"mkdir i && chattr +i i && touch i/x", "mkdir i/sub", "chattr -i i && touch i/x && ls i",
+	"touch g && chattr +d +A +S +s +u g && lsattr -d g",
+	"chattr +T +D g && lsattr -d g",
+	"mkdir t && chattr +T +D t && lsattr -d t",
+	"mkfifo p && chattr +d +A p; lsattr -d p",
+	"chattr -d -A -S -s -u g && lsattr -d g",
+}
+
+// TestMountFlags: chattr and lsattr on an ext4go mount behave as on the
+// kernel's ext4 (FS_IOC_GETFLAGS and FS_IOC_SETFLAGS served): each step
+// of flagSteps gives the output and status it gives on the kernel's loop
+// mount, the trees match, and the image is e2fsck-clean and reads back
+// on the kernel with the same flags.
+func TestMountFlags(t *testing.T) {
+	requireFUSE(t)
+	testutil.RequireMount(t)
+	requirePrograms(t, "chattr", "lsattr", "setfattr", "fallocate", "truncate")
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 32<<20, "-t", "ext4")
+	kimage := filepath.Join(t.TempDir(), "kimg")
+	b, err := os.ReadFile(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kimage, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir, fsys, srv := mount(t, image)
+	kmp := testutil.Mount(t, kimage, false)
+	ours := runSteps(t, dir, flagSteps)
+	theirs := runSteps(t, kmp, flagSteps)
+	for i, s := range flagSteps {
+		if ours[i] != theirs[i] {
+			t.Errorf("%s:\next4go mount:\n%s\nkernel:\n%s", s, ours[i], theirs[i])
+		}
+	}
+	opts := testutil.MountCompareOptions()
+	opts.Checks &^= testutil.CheckMtime
+	opts.Checks |= testutil.CheckNlink | testutil.CheckXattrs | testutil.CheckOwner
+	testutil.CompareDirs(t, dir, kmp, opts)
+	unmount(t, srv, fsys)
+	testutil.RequireFsckClean(t, image)
+	mp := testutil.Mount(t, image, true)
+	if got, want := runSteps(t, mp, []string{"lsattr -R ."}), runSteps(t, kmp, []string{"lsattr -R ."}); got[0] != want[0] {
+		t.Errorf("lsattr -R after the unmount:\n%s\nkernel:\n%s", got[0], want[0])
+	}
+}
