@@ -1022,3 +1022,49 @@ func (r *rawFS) Ioctl(cancel <-chan struct{}, in *fuse.IoctlIn, inbuf []byte, ou
 	}
 	return fuse.Status(syscall.ENOTTY)
 }
+
+// copyChunk is how much CopyFileRange moves per read and write.
+const copyChunk = 1 << 20
+
+// CopyFileRange copies by reading and writing, as the kernel's ext4 does
+// (it has no reflinks): up to the source's end, at most 1 GiB a request
+// (the caller loops, as copy_file_range(2) allows).
+func (r *rawFS) CopyFileRange(cancel <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32, fuse.Status) {
+	src, st := r.handle(in.FhIn)
+	if !st.Ok() {
+		return 0, st
+	}
+	dst, st := r.handle(in.FhOut)
+	if !st.Ok() {
+		return 0, st
+	}
+	if in.Flags != 0 {
+		return 0, fuse.EINVAL
+	}
+	n := min(in.Len, 1<<30)
+	buf := make([]byte, min(n, copyChunk))
+	var done uint64
+	for done < n {
+		m, err := src.ReadAt(buf[:min(uint64(len(buf)), n-done)], int64(in.OffIn+done))
+		if m > 0 {
+			w, werr := dst.WriteAt(buf[:m], int64(in.OffOut+done))
+			done += uint64(w)
+			if werr != nil {
+				if done > 0 {
+					break
+				}
+				return 0, status(werr)
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) || done > 0 {
+				break
+			}
+			return 0, status(err)
+		}
+		if m == 0 {
+			break
+		}
+	}
+	return uint32(done), fuse.OK
+}

@@ -176,6 +176,38 @@ func script(seed uint64) []struct {
 			_, err = f.Write([]byte("synced"))
 			return errors.Join(err, f.Sync(), f.Close())
 		}},
+		{"copy_file_range", func(r string) error {
+			in, err := os.Open(p(r, "d/f1"))
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			out, err := os.OpenFile(p(r, "d/copy"), os.O_RDWR|os.O_CREATE, 0o644)
+			if err != nil {
+				return err
+			}
+			defer out.Close()
+			offIn, offOut := int64(100), int64(5000)
+			for {
+				n, err := unix.CopyFileRange(int(in.Fd()), &offIn, int(out.Fd()), &offOut, 1<<30, 0)
+				if err != nil {
+					return err
+				}
+				if n == 0 {
+					return nil
+				}
+			}
+		}},
+		{"copy_file_range overlapping", func(r string) error {
+			f, err := os.OpenFile(p(r, "d/copy"), os.O_RDWR, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			a, b := int64(0), int64(10)
+			_, err = unix.CopyFileRange(int(f.Fd()), &a, int(f.Fd()), &b, 100, 0)
+			return err
+		}},
 		{"many entries", func(r string) error {
 			if err := os.Mkdir(p(r, "big"), 0o755); err != nil {
 				return err
