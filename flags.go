@@ -2,10 +2,12 @@ package ext4go
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"syscall"
 
 	"github.com/ext4go/ext4go/internal/inode"
+	"github.com/ext4go/ext4go/internal/xattr"
 )
 
 // The inode flags chattr and lsattr see (kernel: EXT4_FL_USER_VISIBLE and
@@ -87,6 +89,66 @@ func checkOpenFlags(in *inode.Inode, flag int, writable bool) error {
 		return syscall.EPERM
 	case in.HasFlag(inode.FlagAppend) && (writable && flag&os.O_APPEND == 0 || flag&os.O_TRUNC != 0):
 		return syscall.EPERM
+	}
+	return nil
+}
+
+// KillPriv drops what a write, truncate or chown by an unprivileged
+// process drops on Linux (the VFS's file_remove_privs): the
+// security.capability attribute always, and with suidgid the setuid bit
+// and the setgid bit of a group-executable file. It changes nothing, and
+// commits nothing, where there is nothing to drop. A FUSE server that
+// handles killpriv (as fusefs does) calls it; ext4go's own writes do not,
+// having no caller's privileges to judge by.
+func (f *File) KillPriv(suidgid bool) error {
+	if err := f.checkOpen("killpriv"); err != nil {
+		return err
+	}
+	fsys, n := f.fsys, f.n
+	if fsys.w == nil || !n.isRegular() {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.freed.Load() {
+		return nil
+	}
+	in := n.in()
+	mode := in.Mode
+	if suidgid {
+		mode &^= 0o4000
+		if mode&0o010 != 0 {
+			mode &^= 0o2000
+		}
+	}
+	hasCap, err := fsys.hasXattr(n, xattr.IndexSecurity, "capability")
+	if err != nil {
+		return &fs.PathError{Op: "killpriv", Path: f.name, Err: err}
+	}
+	if mode == in.Mode && !hasCap {
+		return nil
+	}
+	err = fsys.retryAlloc(func() error {
+		h, err := fsys.begin()
+		if err != nil {
+			return err
+		}
+		if hasCap {
+			err = fsys.changeXattr(h, n, xattrChange{name: "security.capability", remove: true})
+		}
+		if err == nil && mode != n.in().Mode {
+			in := editInode(n)
+			in.Mode = mode
+			in.Ctime = inode.FromTime(fsys.now())
+			err = fsys.setInode(h, n, in)
+		}
+		if e := h.End(); err == nil {
+			err = e
+		}
+		return err
+	})
+	if err != nil {
+		return &fs.PathError{Op: "killpriv", Path: f.name, Err: err}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package ext4go
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io/fs"
 	"sort"
@@ -210,4 +211,30 @@ func (f *FS) inlineDir(n *node) (*dir.Inline, error) {
 		return nil, fserr.At(err, -1, n.ino)
 	}
 	return in, nil
+}
+
+// hasXattr reports whether n has the attribute index/name, reading as
+// little as it can: an inode without an xattr block nor the in-inode
+// attribute magic has none. n.mu must be held.
+func (f *FS) hasXattr(n *node, index uint8, name string) (bool, error) {
+	in := n.in()
+	if in.ACLBlock(f.is64) == 0 {
+		if f.inodeSize <= inode.GoodOldSize {
+			return false, nil
+		}
+		area, err := xattr.IBodyArea(in.Raw, int(in.ExtraIsize))
+		if err != nil || len(area) < 4 || binary.LittleEndian.Uint32(area) != xattr.Magic {
+			return false, nil
+		}
+	}
+	es, err := f.xattrEntries(n)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range es {
+		if e.Index == index && string(e.Name) == name {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -57,6 +57,11 @@ type Options struct {
 	// gid=); otherwise the calling process's do. (Set them to -1 in
 	// Options of your own; nil Options means the caller's.)
 	UID, GID int
+	// WritebackCache lets the kernel keep written data in its page cache
+	// and send it in large writes later (FUSE_WRITEBACK_CACHE), as a
+	// local filesystem does; fsync and close still write it through.
+	// The kernel then keeps the size and times of files being written.
+	WritebackCache bool
 	// Debug logs every request and reply.
 	Debug bool
 	// ExtraOptions are passed to the kernel's mount as they are.
@@ -108,6 +113,14 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 	}
 	if o.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
+	} else {
+		// The server drops setuid bits and file capabilities on write,
+		// truncate and chown (KillPriv), so the kernel need not ask for
+		// security.capability before every write.
+		mo.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
+		if o.WritebackCache {
+			mo.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
+		}
 	}
 	srv, err := fuse.NewServer(raw, dir, mo)
 	if err != nil {
@@ -316,6 +329,9 @@ func (r *rawFS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.At
 		if err := f.Chown(uid, gid); err != nil {
 			return status(err)
 		}
+		if err := f.KillPriv(true); err != nil {
+			return status(err)
+		}
 	}
 	if in.Valid&fuse.FATTR_MODE != 0 {
 		if err := f.Chmod(unixMode(in.Mode)); err != nil {
@@ -332,6 +348,9 @@ func (r *rawFS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.At
 			defer w.Close()
 		}
 		if err := w.Truncate(int64(in.Size)); err != nil {
+			return status(err)
+		}
+		if err := w.KillPriv(in.Valid&fuse.FATTR_KILL_SUIDGID != 0); err != nil {
 			return status(err)
 		}
 	}
@@ -552,7 +571,12 @@ func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, o
 		return st
 	}
 	uid, gid := r.owner(&in.InHeader)
-	f, err := d.MakeAt(name, ext4go.NewInode{Mode: syscall.S_IFREG | in.Mode&0o7777, UID: uid, GID: gid, Umask: in.Umask}, openFlags(in.Flags)&^os.O_TRUNC)
+	mflags := r.writebackFlags(openFlags(in.Flags)) &^ os.O_TRUNC
+	if r.o.WritebackCache {
+		mflags &^= os.O_APPEND // the kernel sends every write's offset
+	}
+	appending := mflags&os.O_APPEND != 0
+	f, err := d.MakeAt(name, ext4go.NewInode{Mode: syscall.S_IFREG | in.Mode&0o7777, UID: uid, GID: gid, Umask: in.Umask}, mflags)
 	if errors.Is(err, fs.ErrExist) && in.Flags&syscall.O_EXCL == 0 {
 		// Created meanwhile by another request: open it if it is a
 		// regular file (the kernel takes nothing else from a create).
@@ -562,7 +586,7 @@ func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, o
 			if st, err = statOf(p); err == nil {
 				switch st.Mode & syscall.S_IFMT {
 				case syscall.S_IFREG:
-					f, err = p.Reopen(openFlags(in.Flags))
+					f, appending, err = r.open(p, in.Flags, in.OpenFlags&fuse.OPEN_KILL_SUIDGID != 0)
 				case syscall.S_IFDIR:
 					err = syscall.EISDIR
 				default:
@@ -584,7 +608,7 @@ func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, o
 		f.Close()
 		return st
 	}
-	out.Fh = r.handles.add(f, in.Flags&syscall.O_APPEND != 0)
+	out.Fh = r.handles.add(f, appending)
 	return fuse.OK
 }
 
@@ -593,13 +617,52 @@ func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 	if !st.Ok() {
 		return st
 	}
-	f, err := n.Reopen(openFlags(in.Flags))
+	f, appending, err := r.open(n, in.Flags, in.Mode&fuse.OPEN_KILL_SUIDGID != 0)
 	if err != nil {
 		return status(err)
 	}
-	out.Fh = r.handles.add(f, in.Flags&syscall.O_APPEND != 0)
+	out.Fh = r.handles.add(f, appending)
 	return fuse.OK
 }
+
+// open opens n for a FUSE open with flags. appending is a handle whose
+// writes go to the end of the file: an O_APPEND open, unless the kernel
+// keeps the page cache (writeback), which then sends every write with its
+// offset (O_APPEND is kept for an append-only inode, which takes writes
+// only at its end). An O_TRUNC drops privileges as a write does.
+func (r *rawFS) open(n *ext4go.File, flags uint32, killSuid bool) (f *ext4go.File, appending bool, err error) {
+	of := r.writebackFlags(openFlags(flags))
+	if of&os.O_APPEND != 0 && r.o.WritebackCache {
+		if fl, err := n.Flags(); err != nil {
+			return nil, false, err
+		} else if fl&appendOnlyFlag == 0 {
+			of &^= os.O_APPEND
+		}
+	}
+	if f, err = n.Reopen(of); err != nil {
+		return nil, false, err
+	}
+	if of&os.O_TRUNC != 0 {
+		if err := f.KillPriv(killSuid); err != nil {
+			f.Close()
+			return nil, false, err
+		}
+	}
+	return f, of&os.O_APPEND != 0, nil
+}
+
+// writebackFlags: with the writeback cache the kernel reads the pages a
+// write covers only in part, through any handle: a write-only open is
+// served as read-write.
+func (r *rawFS) writebackFlags(of int) int {
+	if r.o.WritebackCache && of&(os.O_WRONLY|os.O_RDWR) == os.O_WRONLY {
+		of = of&^os.O_WRONLY | os.O_RDWR
+	}
+	return of
+}
+
+// appendOnlyFlag is FS_APPEND_FL.
+const appendOnlyFlag = 0x20
 
 func (r *rawFS) handle(fh uint64) (*ext4go.File, fuse.Status) {
 	f := r.handles.get(fh)
@@ -625,6 +688,9 @@ func (r *rawFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (ui
 	f, st := r.handle(in.Fh)
 	if !st.Ok() {
 		return 0, st
+	}
+	if err := f.KillPriv(in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0); err != nil {
+		return 0, status(err)
 	}
 	var n int
 	var err error
@@ -666,7 +732,10 @@ func (r *rawFS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Sta
 	return status(f.Fallocate(int(in.Mode), int64(in.Offset), int64(in.Length)))
 }
 
-func (r *rawFS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status { return fuse.OK }
+// Flush has nothing to do (writes are in the FS when they return, and
+// locks are the kernel's): ENOSYS tells the kernel not to send FLUSH on
+// every close again.
+func (r *rawFS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status { return fuse.ENOSYS }
 
 func (r *rawFS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	f, st := r.handle(in.Fh)

@@ -32,6 +32,10 @@ func requireFUSE(t *testing.T) {
 	}
 }
 
+// writeback runs the mount tests with the kernel's writeback cache
+// (EXT4GO_TEST_WRITEBACK=1).
+var writeback = os.Getenv("EXT4GO_TEST_WRITEBACK") == "1"
+
 // mount mounts image through fusefs on a fresh directory; the cleanup
 // unmounts and closes the FS if the test has not.
 func mount(t *testing.T, image string) (dir string, fsys *ext4go.FS, srv *fusefs.Server) {
@@ -44,7 +48,8 @@ func mount(t *testing.T, image string) (dir string, fsys *ext4go.FS, srv *fusefs
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	srv, err = fusefs.Mount(fsys, dir, &fusefs.Options{FsName: image, DefaultPermissions: true, AllowOther: true, UID: -1, GID: -1})
+	srv, err = fusefs.Mount(fsys, dir, &fusefs.Options{FsName: image, DefaultPermissions: true, AllowOther: true, UID: -1, GID: -1,
+		WritebackCache: writeback})
 	if err != nil {
 		fsys.Close()
 		t.Fatal(err)

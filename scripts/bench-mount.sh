@@ -3,7 +3,11 @@
 # mount) and fuse2fs on the same kind of image, in one run (as root):
 #   untar of a tree (default /usr/local/go), then unmount (data on disk);
 #   create, stat and unlink of N small files (default 50000);
-#   fallocate2 with 1, 2 and 4 workers (ext4go bench fallocate2 -dir).
+#   fallocate2 with 1, 2 and 4 workers (ext4go bench fallocate2 -dir);
+#   fio (if installed): 4k random writes, 1 MiB sequential writes and
+#   reads, with 1, 2 and 4 jobs (BENCH_FIO_SECONDS each, default 5).
+# ext4go runs twice: as mounted by default, and with -o writeback_cache
+# (ext4go-wb). BENCH_IMPLS="kernel ext4go" picks fewer.
 #
 #   scripts/bench-mount.sh [TREE] [N]
 #
@@ -19,12 +23,15 @@ work=$(mktemp -d -t ext4go-bench.XXXXXX)
 trap 'umount "$work/mnt" 2>/dev/null || true; rm -rf "$work"' EXIT
 tar cf "$work/tree.tar" -C "$(dirname "$TREE")" "$(basename "$TREE")"
 mkdir "$work/mnt"
-impls=(kernel ext4go)
+impls=(kernel ext4go ext4go-wb)
 command -v fuse2fs >/dev/null && [ -x /sbin/mount.fuse.fuse2fs ] && impls+=(fuse2fs)
+[ -n "${BENCH_IMPLS:-}" ] && read -ra impls <<<"$BENCH_IMPLS"
+FIO_SECONDS=${BENCH_FIO_SECONDS:-5}
 
 mountit() { # IMPL
   case "$1" in
   kernel) mount -o loop "$work/img" "$work/mnt" ;;
+  ext4go-wb) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,writeback_cache ;;
   *) mount -t "fuse.$1" "$work/img" "$work/mnt" -o allow_other,default_permissions ;;
   esac
 }
@@ -70,5 +77,21 @@ PY
     ops=$(ext4go bench fallocate2 --dir "$work/mnt" -p "$p" --json 2>/dev/null | python3 -c 'import json,sys; print(int(json.loads(sys.stdin.read().splitlines()[-1])["ops_per_sec"]))' || echo "?")
     printf '%-28s %-8s %8s ops/s\n' "fallocate2 P=$p" "$impl" "${ops:-?}"
   done
+  if command -v fio >/dev/null; then
+    for job in "randwrite 4k" "write 1m" "read 1m"; do
+      read -r rw bs <<<"$job"
+      for p in 1 2 4; do
+        mb=$(fio --name=bench --directory="$work/mnt" --rw="$rw" --bs="$bs" --size=256m --numjobs="$p" \
+          --ioengine=psync --invalidate=1 --runtime="$FIO_SECONDS" --time_based --group_reporting \
+          --output-format=json 2>/dev/null | python3 -c '
+import json, sys
+j = json.load(sys.stdin)["jobs"][0]
+side = j["read"] if j["read"]["bw_bytes"] else j["write"]
+print("%.1f" % (side["bw_bytes"] / 2**20))' || echo "?")
+        printf '%-28s %-8s %8s MiB/s\n' "fio $rw $bs P=$p" "$impl" "$mb"
+      done
+    done
+    rm -f "$work"/mnt/bench.*
+  fi
   umountit
 done

@@ -83,6 +83,10 @@ func parseMountOptions(list []string) (*mountConfig, error) {
 			c.fuse.FsName = val
 		case "debug":
 			c.fuse.Debug = true
+		case "writeback_cache":
+			c.fuse.WritebackCache = true
+		case "no_writeback_cache":
+			c.fuse.WritebackCache = false
 		case "suid", "nosuid", "dev", "nodev", "exec", "noexec", "sync", "async", "dirsync":
 			c.kernel = append(c.kernel, key)
 		case "defaults", "auto", "noauto", "nofail", "_netdev", "user", "users", "nouser", "owner", "group":
