@@ -444,3 +444,22 @@ func (f *File) xattrOp(op string, c xattrChange) error {
 	}
 	return nil
 }
+
+// Parent returns the inode number the directory's ".." entry names (its
+// own for the root), as readdir shows it.
+func (f *File) Parent() (uint32, error) {
+	if err := f.checkOpen("parent"); err != nil {
+		return 0, err
+	}
+	n := f.n
+	if !n.isDir() {
+		return 0, &fs.PathError{Op: "parent", Path: f.name, Err: syscall.ENOTDIR}
+	}
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	ino, err := f.fsys.lookup(n, "..")
+	if err != nil {
+		return 0, &fs.PathError{Op: "parent", Path: f.name, Err: err}
+	}
+	return ino, nil
+}

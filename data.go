@@ -39,6 +39,21 @@ func (f *FS) blockReader(what string) func(uint64) ([]byte, error) {
 	return func(b uint64) ([]byte, error) { return f.readBlock(b, what) }
 }
 
+// blockViewer is blockReader without the copy: fn sees the cached block
+// and must not keep it.
+func (f *FS) blockViewer(what string) func(uint64, func([]byte) error) error {
+	return func(b uint64, fn func([]byte) error) error {
+		if b >= f.sb.BlocksCount() || (b == 0 && f.blockSize > 1024) {
+			return &CorruptError{What: what, Block: int64(b), Detail: fmt.Sprintf("block number outside the filesystem (%d blocks)", f.sb.BlocksCount())}
+		}
+		var fnErr error
+		if err := f.tm.View(b, func(p []byte) error { fnErr = fn(p); return nil }); err != nil {
+			return fmt.Errorf("read %s: %w", what, err)
+		}
+		return fnErr
+	}
+}
+
 // hasInlineData reports whether n's data lives in the inode (inline_data).
 func (n *node) hasInlineData() bool { return n.in().HasFlag(inode.FlagInlineData) }
 
@@ -63,6 +78,7 @@ func (f *FS) mapping(n *node) ([]run, error) {
 func (f *FS) extentTree(n *node, in *inode.Inode) *extent.Tree {
 	return &extent.Tree{
 		Root: in.Block[:], Read: extent.BlockReader(f.blockReader("extent tree block")),
+		View:      f.blockViewer("extent tree block"),
 		BlockSize: int(f.blockSize), FirstDataBlock: uint64(f.sb.FirstDataBlock),
 		BlocksCount: f.sb.BlocksCount(), Csum: f.csum && !f.opts.IgnoreChecksums,
 		Seed: inode.Seed(f.seed, n.ino, in.Generation), Ino: n.ino,

@@ -205,6 +205,8 @@ func status(err error) fuse.Status {
 	}
 	var ce *ext4go.CorruptError
 	switch {
+	case errors.Is(err, ext4go.ErrChecksum):
+		return fuse.Status(syscall.EBADMSG) // kernel: EFSBADCRC
 	case errors.As(err, &ce), errors.Is(err, ext4go.ErrCorrupt):
 		return fuse.Status(syscall.EUCLEAN) // kernel: EFSCORRUPTED
 	case errors.Is(err, fs.ErrExist):
@@ -789,7 +791,11 @@ func (r *rawFS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEn
 		if err != nil {
 			return status(err)
 		}
-		list := []fuse.DirEntry{{Name: ".", Ino: uint64(s.Ino), Mode: syscall.S_IFDIR}, {Name: "..", Mode: syscall.S_IFDIR}}
+		parent, err := f.Parent()
+		if err != nil {
+			return status(err)
+		}
+		list := []fuse.DirEntry{{Name: ".", Ino: uint64(s.Ino), Mode: syscall.S_IFDIR}, {Name: "..", Ino: uint64(parent), Mode: syscall.S_IFDIR}}
 		for _, e := range ents {
 			var ino uint64
 			if x, ok := e.(interface{ Ino() uint32 }); ok {

@@ -4,6 +4,10 @@
 #
 #   scripts/run-suites.sh pjdfstest   # POSIX semantics on a fresh image, e2fsck after
 #   scripts/run-suites.sh xfstests    # the tests of tests-basic.txt (FSTYP=fuse)
+#   scripts/run-suites.sh xfstests-quick  # generic tests of the "quick" group, in
+#                                     # batches of 20 until XFSTESTS_BUDGET seconds
+#                                     # (default 1500) are spent; XFSTESTS_FROM=N
+#                                     # starts at the Nth (to resume)
 #   scripts/run-suites.sh stress      # fsx and fsstress, e2fsck after
 #   scripts/run-suites.sh all
 #
@@ -37,11 +41,33 @@ run_pjdfstest() {
   e2fsck -fn "$img" >/dev/null 2>&1 && echo "e2fsck -fn: clean" || echo "e2fsck -fn: NOT clean"
 }
 run_xfstests() { CACHE=$CACHE bash "$SUITES/run-xfstests.sh" ext4go "$SUITES/tests-basic.txt" | tail -4; }
+run_xfstests_quick() {
+  local list budget start from n batch total_pass=0 total_fail=0 total_notrun=0 out
+  list=$(mktemp -t ext4go-quick.XXXXXX)
+  grep -lE '_begin_fstest .*\bquick\b' "$CACHE"/xfstests/tests/generic/[0-9]* | sed 's|.*/tests/||' | sort > "$list"
+  budget=${XFSTESTS_BUDGET:-1500} from=${XFSTESTS_FROM:-1} n=$(wc -l <"$list")
+  start=$SECONDS
+  echo "xfstests -g quick: $n generic tests; from $from, for up to $budget s"
+  while [ "$from" -le "$n" ] && [ $((SECONDS - start)) -lt "$budget" ]; do
+    batch=$(mktemp -t ext4go-quick-batch.XXXXXX)
+    sed -n "${from},$((from + 19))p" "$list" > "$batch"
+    out=$(CACHE=$CACHE bash "$SUITES/run-xfstests.sh" ext4go "$batch")
+    grep -E '^generic/' <<<"$out" || true
+    grep -E 'e2fsck' <<<"$out" || true
+    read -r p f r < <(tail -1 <<<"$out" | sed -E 's/([0-9]+) passed, ([0-9]+) failed, ([0-9]+) notrun.*/\1 \2 \3/')
+    total_pass=$((total_pass + ${p:-0})) total_fail=$((total_fail + ${f:-0})) total_notrun=$((total_notrun + ${r:-0}))
+    rm -f "$batch"
+    from=$((from + 20))
+  done
+  echo "quick: $total_pass passed, $total_fail failed, $total_notrun notrun; next XFSTESTS_FROM=$from of $n, $((SECONDS - start)) s"
+  rm -f "$list"
+}
 run_stress() { CACHE=$CACHE bash "$SUITES/run-stress.sh" ext4go | tail -4; }
 case "$what" in
 pjdfstest) run_pjdfstest ;;
 xfstests) run_xfstests ;;
+xfstests-quick) run_xfstests_quick ;;
 stress) run_stress ;;
 all) run_pjdfstest; run_xfstests; run_stress ;;
-*) echo "run-suites: want pjdfstest, xfstests, stress or all" >&2; exit 2 ;;
+*) echo "run-suites: want pjdfstest, xfstests, xfstests-quick, stress or all" >&2; exit 2 ;;
 esac

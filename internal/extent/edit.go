@@ -793,6 +793,32 @@ func (ed *Editor) Convert(from, n uint32, toWritten bool) error {
 			b = a + uint64(maxLen(unw))
 			cur = b
 		}
+		// Where the leaf has room for the pieces, the change is made in
+		// it at once; else the splits below may split the leaf itself.
+		var pieces []Extent
+		if a > uint64(x.Logical) {
+			pieces = append(pieces, Extent{Logical: x.Logical, Len: uint32(a) - x.Logical, Start: x.Start, Unwritten: x.Unwritten})
+		}
+		j := i + len(pieces)
+		pieces = append(pieces, Extent{Logical: uint32(a), Len: uint32(b - a), Start: x.Start + a - uint64(x.Logical), Unwritten: unw})
+		if b < x.End() {
+			pieces = append(pieces, Extent{Logical: uint32(b), Len: uint32(x.End() - b), Start: x.Start + b - uint64(x.Logical), Unwritten: x.Unwritten})
+		}
+		if nd := leaf.node; len(exts)-1+len(pieces) <= int(nd.Max) {
+			nd.Extents = slices.Replace(nd.Extents, i, i+1, pieces...)
+			if j+1 < len(nd.Extents) && canMerge(nd.Extents[j], nd.Extents[j+1]) {
+				nd.Extents[j].Len += nd.Extents[j+1].Len
+				nd.remove(j + 1)
+			}
+			if j > 0 && canMerge(nd.Extents[j-1], nd.Extents[j]) {
+				nd.Extents[j-1].Len += nd.Extents[j].Len
+				nd.remove(j)
+			}
+			if err := ed.write(leaf); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := ed.splitAt(uint32(a)); err != nil {
 			return err
 		}
@@ -806,7 +832,7 @@ func (ed *Editor) Convert(from, n uint32, toWritten bool) error {
 		}
 		leaf = p.leaf()
 		nd := leaf.node
-		j := leaf.pos
+		j = leaf.pos
 		nd.Extents[j].Unwritten = unw
 		if j+1 < len(nd.Extents) && canMerge(nd.Extents[j], nd.Extents[j+1]) {
 			nd.Extents[j].Len += nd.Extents[j+1].Len

@@ -151,6 +151,13 @@ func DecodeNode(b []byte) (*Node, error) {
 		return nil, fserr.Corrupt("extent header", "eh_entries %d > eh_max %d", h.Entries, h.Max)
 	}
 	n := &Node{Header: h}
+	switch {
+	case h.Entries == 0:
+	case h.Depth == 0:
+		n.Extents = make([]Extent, 0, h.Entries)
+	default:
+		n.Indexes = make([]Index, 0, h.Entries)
+	}
 	le := binary.LittleEndian
 	for i := range int(h.Entries) {
 		e := b[HeaderSize+i*EntrySize:]

@@ -14,9 +14,13 @@ type BlockReader func(pblk uint64) ([]byte, error)
 
 // Tree is the extent tree of one inode, read on demand through Read.
 type Tree struct {
-	Root      []byte      // the inode's i_block; the first RootSize bytes are used
-	Read      BlockReader // needed only when the tree has depth > 0
-	BlockSize int         // filesystem block size, 1024..65536
+	Root []byte      // the inode's i_block; the first RootSize bytes are used
+	Read BlockReader // needed only when the tree has depth > 0
+	// View, if set, serves read-only walks (Lookup, Walk) without a copy
+	// of each block: it calls fn with block blk's bytes, which fn must
+	// not keep. The Editor reads through Read, for a copy to change.
+	View      func(blk uint64, fn func(b []byte) error) error
+	BlockSize int // filesystem block size, 1024..65536
 
 	// Physical blocks named by the tree must lie after FirstDataBlock
 	// (s_first_data_block) and, when BlocksCount is not 0, before
@@ -76,7 +80,24 @@ func (t *Tree) RootNode() (*Node, error) {
 // child reads the node idx points to from a parent of depth parentDepth,
 // covering file blocks [idx.Logical, end), and checks it.
 func (t *Tree) child(idx Index, parentDepth uint16, end uint64) (*Node, error) {
-	n, _, err := t.readChild(idx, parentDepth, end)
+	if t.View == nil {
+		n, _, err := t.readChild(idx, parentDepth, end)
+		return n, err
+	}
+	if t.BlockSize < 1024 || t.BlockSize > 65536 {
+		return nil, fmt.Errorf("extent tree of inode %d: bad block size %d", t.Ino, t.BlockSize)
+	}
+	var n *Node
+	decoded := false
+	err := t.View(idx.Child, func(b []byte) error {
+		var err error
+		decoded = true
+		n, err = t.decodeChild(idx, parentDepth, end, b)
+		return err
+	})
+	if err != nil && !decoded {
+		return nil, fmt.Errorf("extent tree of inode %d: reading block %d: %w", t.Ino, idx.Child, err)
+	}
 	return n, err
 }
 
@@ -89,31 +110,41 @@ func (t *Tree) readChild(idx Index, parentDepth uint16, end uint64) (*Node, []by
 	if t.BlockSize < 1024 || t.BlockSize > 65536 {
 		return nil, nil, fmt.Errorf("extent tree of inode %d: bad block size %d", t.Ino, t.BlockSize)
 	}
-	blk := int64(idx.Child)
 	b, err := t.Read(idx.Child)
 	if err != nil {
 		return nil, nil, fmt.Errorf("extent tree of inode %d: reading block %d: %w", t.Ino, idx.Child, err)
 	}
+	n, err := t.decodeChild(idx, parentDepth, end, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	return n, b[:t.BlockSize], nil
+}
+
+// decodeChild decodes and checks the node idx points to, from its block's
+// bytes b.
+func (t *Tree) decodeChild(idx Index, parentDepth uint16, end uint64, b []byte) (*Node, error) {
+	blk := int64(idx.Child)
 	if len(b) < t.BlockSize {
-		return nil, nil, fmt.Errorf("extent tree of inode %d: block %d: read %d bytes, want %d", t.Ino, idx.Child, len(b), t.BlockSize)
+		return nil, fmt.Errorf("extent tree of inode %d: block %d: read %d bytes, want %d", t.Ino, idx.Child, len(b), t.BlockSize)
 	}
 	b = b[:t.BlockSize]
 	n, err := DecodeNode(b)
 	if err != nil {
-		return nil, nil, fserr.At(err, blk, t.Ino)
+		return nil, fserr.At(err, blk, t.Ino)
 	}
 	if n.Depth != parentDepth-1 {
-		return nil, nil, t.corrupt(blk, "depth %d under a node of depth %d", n.Depth, parentDepth)
+		return nil, t.corrupt(blk, "depth %d under a node of depth %d", n.Depth, parentDepth)
 	}
 	if err := t.check(n, blk, idx.Logical, end); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if t.Csum {
 		if err := VerifyChecksum(b, t.Seed); err != nil {
-			return nil, nil, fserr.At(err, blk, t.Ino)
+			return nil, fserr.At(err, blk, t.Ino)
 		}
 	}
-	return n, b, nil
+	return n, nil
 }
 
 func (t *Tree) corrupt(blk int64, format string, a ...any) error {
