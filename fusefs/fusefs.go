@@ -92,6 +92,9 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		MaxWrite:           o.MaxWrite,
 		Debug:              o.Debug,
 		DisableReadDirPlus: true,
+		// Replies carry bytes, not file descriptors: splicing them gains
+		// nothing, and a 1 MiB read does not fit a pipe with its header.
+		DisableSplice: true,
 		Options:            append([]string(nil), o.ExtraOptions...),
 	}
 	if mo.FsName == "" {

@@ -89,9 +89,10 @@ j = json.load(sys.stdin)["jobs"][0]
 side = j["read"] if j["read"]["bw_bytes"] else j["write"]
 print("%.1f" % (side["bw_bytes"] / 2**20))' || echo "?")
         printf '%-28s %-8s %8s MiB/s\n' "fio $rw $bs P=$p" "$impl" "$mb"
+        # Each run starts from fresh files (fio lays them out again).
+        rm -f "$work"/mnt/bench.*
       done
     done
-    rm -f "$work"/mnt/bench.*
   fi
   umountit
 done
