@@ -54,6 +54,12 @@ type Options struct {
 	// default 5 s; negative: only on Sync, Close and when a transaction
 	// grows large).
 	CommitInterval time.Duration
+	// Atime chooses when reads update access times (the kernel's
+	// noatime, relatime and strictatime mount options): never (the
+	// default, AtimeNever), when the access time is not after the
+	// modification or change time or is a day old (AtimeRelative), or on
+	// every read (AtimeStrict). Read-only opens never update them.
+	Atime AtimeMode
 	// replaying opens the view a fast-commit replay changes: no orphan
 	// cleanup, no periodic commits.
 	replaying bool

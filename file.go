@@ -71,8 +71,9 @@ func (f *File) Read(p []byte) (int, error) {
 	n, err := f.fsys.readLocked(f.n, p, f.off)
 	f.off += int64(n)
 	if err != nil && err != io.EOF {
-		err = &fs.PathError{Op: "read", Path: f.name, Err: err}
+		return n, &fs.PathError{Op: "read", Path: f.name, Err: err}
 	}
+	f.fsys.touchAtime(f.n)
 	return n, err
 }
 
@@ -93,8 +94,9 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	}
 	n, err := f.fsys.readLocked(f.n, p, off)
 	if err != nil && err != io.EOF {
-		err = &fs.PathError{Op: "read", Path: f.name, Err: err}
+		return n, &fs.PathError{Op: "read", Path: f.name, Err: err}
 	}
+	f.fsys.touchAtime(f.n)
 	return n, err
 }
 
@@ -153,6 +155,7 @@ func (f *File) ReadDir(count int) ([]fs.DirEntry, error) {
 		}
 		sortEntries(ents)
 		f.dir, f.dirRead = ents, true
+		f.fsys.touchAtime(f.n)
 	}
 	if count <= 0 {
 		ents := f.dir

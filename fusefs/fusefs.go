@@ -15,6 +15,16 @@
 // Durability follows the filesystem: fsync (and fsyncdir) commit the
 // journal and return once the change is durable; Unmount (or the kernel's
 // unmount) ends the serving, after which the caller closes the FS.
+//
+// What the kernel leaves to the server, the server does as the kernel's
+// ext4 would: with default_permissions the kernel checks modes and POSIX
+// ACLs, ext4go inherits default ACLs on create and keeps modes and access
+// ACLs in step; the immutable and append-only flags (chattr, served
+// through FS_IOC_GETFLAGS/SETFLAGS) are enforced by ext4go, since the
+// kernel does not see them; setuid bits and file capabilities are dropped
+// by the server on write, truncate and chown (FUSE_HANDLE_KILLPRIV_V2).
+// With Options.WritebackCache the kernel keeps written pages and file
+// sizes itself and sends large writes later.
 package fusefs
 
 import (

@@ -36,6 +36,7 @@ type mountConfig struct {
 func parseMountOptions(list []string) (*mountConfig, error) {
 	c := &mountConfig{fuse: fusefs.Options{UID: -1, GID: -1}}
 	c.fs.Writable = true
+	c.fs.Atime = ext4go.AtimeRelative // mount(8)'s default
 	for _, o := range list {
 		key, val, hasVal := strings.Cut(o, "=")
 		num := func() (int, error) {
@@ -74,11 +75,14 @@ func parseMountOptions(list []string) (*mountConfig, error) {
 			if n == 0 {
 				c.fs.CommitInterval = 0 // the default, as the kernel's commit=0
 			}
-		case "noatime", "relatime", "nodiratime":
-			// ext4go does not update access times on reads: noatime.
+		case "noatime":
+			c.fs.Atime = ext4go.AtimeNever
+		case "relatime":
+			c.fs.Atime = ext4go.AtimeRelative
 		case "strictatime", "norelatime":
-			return nil, usagef("mount option %s: ext4go does not update access times on reads (noatime)", key)
-		case "lazytime", "nolazytime", "diratime":
+			c.fs.Atime = ext4go.AtimeStrict
+		case "nodiratime", "diratime", "lazytime", "nolazytime":
+			// Accepted: directories' access times follow the files'.
 		case "fsname":
 			c.fuse.FsName = val
 		case "debug":

@@ -1,0 +1,61 @@
+package fusefs_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ext4go/ext4go/internal/testutil"
+)
+
+// killprivSteps write, truncate and chown setuid, setgid and capable
+// files as root and as a stranger (user 1234).
+var killprivSteps = []string{
+	"touch a && chmod 6777 a && setpriv --reuid 1234 --regid 1234 --clear-groups sh -c 'echo x >> a' && stat -c %a a",
+	"touch b && chmod 6767 b && setpriv --reuid 1234 --regid 1234 --clear-groups sh -c 'echo x >> b' && stat -c %a b",
+	"touch c && chmod 6777 c && echo x >> c && stat -c %a c",
+	"touch d && chmod 6777 d && setpriv --reuid 1234 --regid 1234 --clear-groups truncate -s 100 d && stat -c '%a %s' d",
+	"touch e && chmod 6777 e && setpriv --reuid 1234 --regid 1234 --clear-groups sh -c ': > e' && stat -c %a e",
+	"touch f && chmod 6755 f && chown 5 f && stat -c '%a %u' f",
+	"touch g && chmod 6755 g && chown -h 0:7 g && stat -c '%a %g' g",
+	"touch h && setcap cap_net_raw+ep h && echo x >> h && getcap h; getfattr -m - h",
+	"touch i && setcap cap_net_raw+ep i && truncate -s 0 i && getfattr -m - i",
+	"touch j && setcap cap_net_raw+ep j && chown 9 j && getfattr -m - j",
+	"mkdir k && chmod 6777 k && chown 5 k && stat -c %a k",
+}
+
+// TestMountKillPriv: the server drops setuid and setgid bits and file
+// capabilities where the kernel's ext4 does (FUSE_HANDLE_KILLPRIV_V2):
+// each step gives the output and status it gives on the kernel's loop
+// mount.
+func TestMountKillPriv(t *testing.T) {
+	requireFUSE(t)
+	testutil.RequireMount(t)
+	requirePrograms(t, "setpriv", "setcap", "getcap", "getfattr", "truncate")
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 32<<20, "-t", "ext4")
+	kimage := filepath.Join(t.TempDir(), "kimg")
+	b, err := os.ReadFile(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kimage, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir, fsys, srv := mount(t, image)
+	kmp := testutil.Mount(t, kimage, false)
+	for _, root := range []string{dir, kmp} {
+		if err := os.Chmod(root, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ours := runSteps(t, dir, killprivSteps)
+	theirs := runSteps(t, kmp, killprivSteps)
+	for i, s := range killprivSteps {
+		if ours[i] != theirs[i] {
+			t.Errorf("%s:\next4go mount:\n%s\nkernel:\n%s", s, ours[i], theirs[i])
+		}
+	}
+	unmount(t, srv, fsys)
+	testutil.RequireFsckClean(t, image)
+}
