@@ -96,37 +96,40 @@ func checkOpenFlags(in *inode.Inode, flag int, writable bool) error {
 // KillPriv drops what a write, truncate or chown by an unprivileged
 // process drops on Linux (the VFS's file_remove_privs): the
 // security.capability attribute always, and with suidgid the setuid bit
-// and the setgid bit of a group-executable file. It changes nothing, and
-// commits nothing, where there is nothing to drop. A FUSE server that
-// handles killpriv (as fusefs does) calls it; ext4go's own writes do not,
-// having no caller's privileges to judge by.
-func (f *File) KillPriv(suidgid bool) error {
+// and the setgid bit of a group-executable file, or of any file when the
+// caller's group callerGID (-1: not known) is not the file's (kernel:
+// setattr_should_drop_sgid). It changes nothing, and commits nothing,
+// where there is nothing to drop; changed reports whether it dropped
+// anything. A FUSE server that handles killpriv (as fusefs does) calls
+// it; ext4go's own writes do not, having no caller's privileges to judge
+// by.
+func (f *File) KillPriv(suidgid bool, callerGID int) (changed bool, err error) {
 	if err := f.checkOpen("killpriv"); err != nil {
-		return err
+		return false, err
 	}
 	fsys, n := f.fsys, f.n
-	if fsys.w == nil || !n.isRegular() {
-		return nil
+	if fsys.w == nil || n.isDir() { // a chown keeps a directory's bits
+		return false, nil
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.freed.Load() {
-		return nil
+		return false, nil
 	}
 	in := n.in()
 	mode := in.Mode
 	if suidgid {
 		mode &^= 0o4000
-		if mode&0o010 != 0 {
+		if mode&0o010 != 0 || callerGID >= 0 && uint32(callerGID) != in.GID {
 			mode &^= 0o2000
 		}
 	}
 	hasCap, err := fsys.hasXattr(n, xattr.IndexSecurity, "capability")
 	if err != nil {
-		return &fs.PathError{Op: "killpriv", Path: f.name, Err: err}
+		return false, &fs.PathError{Op: "killpriv", Path: f.name, Err: err}
 	}
 	if mode == in.Mode && !hasCap {
-		return nil
+		return false, nil
 	}
 	err = fsys.retryAlloc(func() error {
 		h, err := fsys.begin()
@@ -148,7 +151,7 @@ func (f *File) KillPriv(suidgid bool) error {
 		return err
 	})
 	if err != nil {
-		return &fs.PathError{Op: "killpriv", Path: f.name, Err: err}
+		return false, &fs.PathError{Op: "killpriv", Path: f.name, Err: err}
 	}
-	return nil
+	return true, nil
 }

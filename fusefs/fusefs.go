@@ -72,6 +72,9 @@ type Options struct {
 	// local filesystem does; fsync and close still write it through.
 	// The kernel then keeps the size and times of files being written.
 	WritebackCache bool
+	// NoReaddirPlus turns READDIRPLUS off: listings then carry no
+	// attributes, and the kernel looks each name up on its own.
+	NoReaddirPlus bool
 	// Debug logs every request and reply.
 	Debug bool
 	// ExtraOptions are passed to the kernel's mount as they are.
@@ -101,7 +104,7 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		FsName:             o.FsName,
 		MaxWrite:           o.MaxWrite,
 		Debug:              o.Debug,
-		DisableReadDirPlus: true,
+		DisableReadDirPlus: o.NoReaddirPlus,
 		// Replies carry bytes, not file descriptors: splicing them gains
 		// nothing, and a 1 MiB read does not fit a pipe with its header.
 		DisableSplice: true,
@@ -173,6 +176,7 @@ type rawFS struct {
 	timeout            time.Duration
 	nodes              nodeTable
 	handles            handleTable
+	srv                atomic.Pointer[fuse.Server] // set by Init
 }
 
 func newRawFS(fsys *ext4go.FS, o *Options) (*rawFS, error) {
@@ -344,7 +348,7 @@ func (r *rawFS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.At
 		if err := f.Chown(uid, gid); err != nil {
 			return status(err)
 		}
-		if err := f.KillPriv(true); err != nil {
+		if _, err := f.KillPriv(true, -1); err != nil {
 			return status(err)
 		}
 	}
@@ -365,7 +369,7 @@ func (r *rawFS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.At
 		if err := w.Truncate(int64(in.Size)); err != nil {
 			return status(err)
 		}
-		if err := w.KillPriv(in.Valid&fuse.FATTR_KILL_SUIDGID != 0); err != nil {
+		if _, err := w.KillPriv(in.Valid&fuse.FATTR_KILL_SUIDGID != 0, int(in.Gid)); err != nil {
 			return status(err)
 		}
 	}
@@ -601,7 +605,9 @@ func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, o
 			if st, err = statOf(p); err == nil {
 				switch st.Mode & syscall.S_IFMT {
 				case syscall.S_IFREG:
-					f, appending, err = r.open(p, in.Flags, in.OpenFlags&fuse.OPEN_KILL_SUIDGID != 0)
+					hdr := in.InHeader
+					hdr.NodeId = nodeID(st.Ino)
+					f, appending, err = r.open(p, &hdr, in.Flags, in.OpenFlags&fuse.OPEN_KILL_SUIDGID != 0)
 				case syscall.S_IFDIR:
 					err = syscall.EISDIR
 				default:
@@ -632,7 +638,7 @@ func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 	if !st.Ok() {
 		return st
 	}
-	f, appending, err := r.open(n, in.Flags, in.Mode&fuse.OPEN_KILL_SUIDGID != 0)
+	f, appending, err := r.open(n, &in.InHeader, in.Flags, in.Mode&fuse.OPEN_KILL_SUIDGID != 0)
 	if err != nil {
 		return status(err)
 	}
@@ -645,7 +651,7 @@ func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 // keeps the page cache (writeback), which then sends every write with its
 // offset (O_APPEND is kept for an append-only inode, which takes writes
 // only at its end). An O_TRUNC drops privileges as a write does.
-func (r *rawFS) open(n *ext4go.File, flags uint32, killSuid bool) (f *ext4go.File, appending bool, err error) {
+func (r *rawFS) open(n *ext4go.File, h *fuse.InHeader, flags uint32, killSuid bool) (f *ext4go.File, appending bool, err error) {
 	of := r.writebackFlags(openFlags(flags))
 	if of&os.O_APPEND != 0 && r.o.WritebackCache {
 		if fl, err := n.Flags(); err != nil {
@@ -658,7 +664,7 @@ func (r *rawFS) open(n *ext4go.File, flags uint32, killSuid bool) (f *ext4go.Fil
 		return nil, false, err
 	}
 	if of&os.O_TRUNC != 0 {
-		if err := f.KillPriv(killSuid); err != nil {
+		if err := r.killPriv(f, h, killSuid); err != nil {
 			f.Close()
 			return nil, false, err
 		}
@@ -675,6 +681,26 @@ func (r *rawFS) writebackFlags(of int) int {
 	}
 	return of
 }
+
+// killPriv drops f's privileges as a write by h's caller does
+// (File.KillPriv) and, if that changed its mode, tells the kernel its
+// cached attributes of h's node are stale: the reply to this request
+// carries none.
+func (r *rawFS) killPriv(f *ext4go.File, h *fuse.InHeader, suidgid bool) error {
+	changed, err := f.KillPriv(suidgid, int(h.Gid))
+	if changed {
+		if srv := r.srv.Load(); srv != nil {
+			// Before the reply, so that the caller's next stat asks.
+			// An attributes-only invalidation (offset -1) takes no
+			// lock the kernel holds while it waits for the reply.
+			srv.InodeNotify(h.NodeId, -1, 0)
+		}
+	}
+	return err
+}
+
+// Init keeps the server, for notifications to the kernel.
+func (r *rawFS) Init(s *fuse.Server) { r.srv.Store(s) }
 
 // appendOnlyFlag is FS_APPEND_FL.
 const appendOnlyFlag = 0x20
@@ -704,7 +730,7 @@ func (r *rawFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (ui
 	if !st.Ok() {
 		return 0, st
 	}
-	if err := f.KillPriv(in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0); err != nil {
+	if err := r.killPriv(f, &in.InHeader, in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0); err != nil {
 		return 0, status(err)
 	}
 	var n int
@@ -785,6 +811,20 @@ type dirStream struct {
 }
 
 func (r *rawFS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	return r.readDir(in, out, false)
+}
+
+// ReadDirPlus is ReadDir with each entry looked up as well (the kernel
+// then needs no LOOKUP for it): "." and ".." go without, as the kernel
+// wants, and so does an entry gone since the listing was taken.
+func (r *rawFS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	return r.readDir(in, out, true)
+}
+
+// readDir serves READDIR and READDIRPLUS from a listing taken when the
+// stream is read from its start, so that offsets (indexes into it) stay
+// valid while the directory changes.
+func (r *rawFS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
 	f, st := r.handle(in.Fh)
 	if !st.Ok() {
 		return st
@@ -821,8 +861,25 @@ func (r *rawFS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEn
 	for i := int(in.Offset); i < len(ds.entries); i++ {
 		e := ds.entries[i]
 		e.Off = uint64(i + 1)
-		if !out.AddDirEntry(e) {
+		if !plus {
+			if !out.AddDirEntry(e) {
+				break
+			}
+			continue
+		}
+		eo := out.AddDirLookupEntry(e)
+		if eo == nil {
 			break
+		}
+		if i < 2 {
+			continue // "." and ".."
+		}
+		c, err := f.LookupAt(e.Name)
+		if err != nil {
+			continue
+		}
+		if r.entry(c, eo).Ok() && eo.Attr.Mode&syscall.S_IFMT != e.Mode {
+			out.FixMode(eo.Attr.Mode) // replaced since the listing
 		}
 	}
 	return fuse.OK

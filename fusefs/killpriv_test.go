@@ -22,6 +22,9 @@ var killprivSteps = []string{
 	"touch i && setcap cap_net_raw+ep i && truncate -s 0 i && getfattr -m - i",
 	"touch j && setcap cap_net_raw+ep j && chown 9 j && getfattr -m - j",
 	"mkdir k && chmod 6777 k && chown 5 k && stat -c %a k",
+	"mkfifo l && chmod 6755 l && chown 5:5 l && stat -c %a l",
+	"mknod m c 1 3 && chmod 6755 m && chown 5 m && stat -c %a m",
+	"mkfifo n && chown 1234:1234 n && chmod 6775 n && setpriv --reuid 1234 --regid 1234 --clear-groups chgrp 1234 n && stat -c %a n",
 }
 
 // TestMountKillPriv: the server drops setuid and setgid bits and file

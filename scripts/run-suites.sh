@@ -11,8 +11,11 @@
 #   scripts/run-suites.sh stress      # fsx and fsstress, e2fsck after
 #   scripts/run-suites.sh all
 #
+# WRITEBACK=1 judges the mount with the kernel's writeback cache
+# (-o writeback_cache, through the helper mount.fuse.ext4go-wb).
+#
 # It builds ext4go into /usr/local/bin, installs scripts/mount.fuse.ext4go
-# as /sbin/mount.fuse.ext4go, builds the suites once (their build.sh, which
+# as /sbin/mount.fuse.ext4go (and the -wb one), builds the suites once (their build.sh, which
 # apt-installs what they need) and prints each suite's summary line. The
 # anchors (the kernel's ext4 and fuse2fs on this kind of machine) are in
 # ../shared/suites/anchors.
@@ -24,6 +27,9 @@ what=${1:-all}
 [ "$(id -u)" = 0 ] || { echo "run-suites: must run as root (FUSE mounts, loop devices)" >&2; exit 2; }
 go build -o /usr/local/bin/ext4go ./cmd/ext4go
 install -m 755 scripts/mount.fuse.ext4go /sbin/mount.fuse.ext4go
+install -m 755 scripts/mount.fuse.ext4go-wb /sbin/mount.fuse.ext4go-wb
+HELPER=ext4go
+[ "${WRITEBACK:-0}" = 1 ] && HELPER=ext4go-wb
 if [ ! -x "$CACHE/pjdfstest/pjdfstest" ] || [ ! -x "$CACHE/xfstests/check" ]; then
   bash "$SUITES/build.sh" "$SUITES/src" "$CACHE"
 fi
@@ -33,14 +39,14 @@ run_pjdfstest() {
   img=$dir/img mnt=$dir/mnt
   mkdir "$mnt"
   mke2fs -q -t ext4 -F "$img" 512M
-  mount -t fuse.ext4go "$img" "$mnt" -o allow_other,default_permissions,suid,dev
+  mount -t "fuse.$HELPER" "$img" "$mnt" -o allow_other,default_permissions,suid,dev
   CACHE=$CACHE bash "$SUITES/run-pjdfstest.sh" "$mnt" "$dir/pjdfstest.log" | tail -1 || true
   umount "$mnt"
   # The daemon closes the image once it has written everything back.
   flock -x -w 120 "$img" true
   e2fsck -fn "$img" >/dev/null 2>&1 && echo "e2fsck -fn: clean" || echo "e2fsck -fn: NOT clean"
 }
-run_xfstests() { CACHE=$CACHE bash "$SUITES/run-xfstests.sh" ext4go "$SUITES/tests-basic.txt" | tail -4; }
+run_xfstests() { CACHE=$CACHE bash "$SUITES/run-xfstests.sh" "$HELPER" "$SUITES/tests-basic.txt" | tail -4; }
 run_xfstests_quick() {
   local list budget start from n batch total_pass=0 total_fail=0 total_notrun=0 out
   list=$(mktemp -t ext4go-quick.XXXXXX)
@@ -51,7 +57,7 @@ run_xfstests_quick() {
   while [ "$from" -le "$n" ] && [ $((SECONDS - start)) -lt "$budget" ]; do
     batch=$(mktemp -t ext4go-quick-batch.XXXXXX)
     sed -n "${from},$((from + 19))p" "$list" > "$batch"
-    out=$(CACHE=$CACHE bash "$SUITES/run-xfstests.sh" ext4go "$batch")
+    out=$(CACHE=$CACHE bash "$SUITES/run-xfstests.sh" "$HELPER" "$batch")
     grep -E '^generic/' <<<"$out" || true
     grep -E 'e2fsck' <<<"$out" || true
     read -r p f r < <(tail -1 <<<"$out" | sed -E 's/([0-9]+) passed, ([0-9]+) failed, ([0-9]+) notrun.*/\1 \2 \3/')
@@ -62,7 +68,7 @@ run_xfstests_quick() {
   echo "quick: $total_pass passed, $total_fail failed, $total_notrun notrun; next XFSTESTS_FROM=$from of $n, $((SECONDS - start)) s"
   rm -f "$list"
 }
-run_stress() { CACHE=$CACHE bash "$SUITES/run-stress.sh" ext4go | tail -4; }
+run_stress() { CACHE=$CACHE bash "$SUITES/run-stress.sh" "$HELPER" | tail -4; }
 case "$what" in
 pjdfstest) run_pjdfstest ;;
 xfstests) run_xfstests ;;

@@ -91,6 +91,10 @@ func parseMountOptions(list []string) (*mountConfig, error) {
 			c.fuse.WritebackCache = true
 		case "no_writeback_cache":
 			c.fuse.WritebackCache = false
+		case "readdirplus":
+			c.fuse.NoReaddirPlus = false
+		case "no_readdirplus":
+			c.fuse.NoReaddirPlus = true
 		case "suid", "nosuid", "dev", "nodev", "exec", "noexec", "sync", "async", "dirsync":
 			c.kernel = append(c.kernel, key)
 		case "defaults", "auto", "noauto", "nofail", "_netdev", "user", "users", "nouser", "owner", "group":
