@@ -2,12 +2,14 @@
 # Benchmarks the FUSE mount side by side with the kernel's ext4 (loop
 # mount) and fuse2fs on the same kind of image, in one run (as root):
 #   untar of a tree (default /usr/local/go), then unmount (data on disk);
-#   create, stat and unlink of N small files (default 50000);
+#   create, stat, ls -l (a listing with every entry's attributes) and
+#   unlink of N small files (default 50000);
 #   fallocate2 with 1, 2 and 4 workers (ext4go bench fallocate2 -dir);
 #   fio (if installed): 4k random writes, 1 MiB sequential writes and
 #   reads, with 1, 2 and 4 jobs (BENCH_FIO_SECONDS each, default 5).
 # ext4go runs twice: as mounted by default, and with -o writeback_cache
-# (ext4go-wb). BENCH_IMPLS="kernel ext4go" picks fewer.
+# (ext4go-wb); BENCH_IMPLS="kernel ext4go ext4go-nordp" picks others
+# (ext4go-nordp: -o no_readdirplus).
 #
 #   scripts/bench-mount.sh [TREE] [N]
 #
@@ -32,6 +34,7 @@ mountit() { # IMPL
   case "$1" in
   kernel) mount -o loop "$work/img" "$work/mnt" ;;
   ext4go-wb) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,writeback_cache ;;
+  ext4go-nordp) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,no_readdirplus ;;
   *) mount -t "fuse.$1" "$work/img" "$work/mnt" -o allow_other,default_permissions ;;
   esac
 }
@@ -65,14 +68,19 @@ c = time.time()
 for x in p:
     os.stat(x)
 s = time.time()
+time.sleep(1.5)  # past the mount's attribute timeout: the listing asks again
+l0 = time.time()
+for e in os.scandir(os.path.join(d, "many")):  # ls -l
+    e.stat(follow_symlinks=False)
+l = time.time()
 for x in p:
     os.unlink(x)
 u = time.time()
-print(c - t, s - c, u - s)
+print(c - t, s - c, l - l0, u - l)
 PY
 )
-  read -r c s u <<<"$out"
-  report "create $N" "$impl" "$c"; report "stat $N" "$impl" "$s"; report "unlink $N" "$impl" "$u"
+  read -r c s l u <<<"$out"
+  report "create $N" "$impl" "$c"; report "stat $N" "$impl" "$s"; report "ls -l $N" "$impl" "$l"; report "unlink $N" "$impl" "$u"
   for p in 1 2 4; do
     ops=$(ext4go bench fallocate2 --dir "$work/mnt" -p "$p" --json 2>/dev/null | python3 -c 'import json,sys; print(int(json.loads(sys.stdin.read().splitlines()[-1])["ops_per_sec"]))' || echo "?")
     printf '%-28s %-8s %8s ops/s\n' "fallocate2 P=$p" "$impl" "${ops:-?}"
