@@ -121,7 +121,8 @@ func runMount(e *env, args []string) error {
 	fg := s.Bool("f", false, "stay in the foreground (else the command returns once the mount is live, leaving a daemon)")
 	var olist []string
 	s.add("o", "OPTIONS", "comma-separated mount options: ro, rw, allow_other, default_permissions, uid=N, gid=N (owner of new files), "+
-		"noatime, relatime, commit=SECONDS, fsname=NAME, debug, suid, dev, exec (and their no- forms)", "",
+		"noatime, relatime (default), strictatime, commit=SECONDS, fsname=NAME, writeback_cache, no_readdirplus, debug, "+
+		"suid, dev, exec (and their no- forms)", "",
 		func(v string) error { olist = append(olist, strings.Split(v, ",")...); return nil })
 	if err := s.Parse(args); err != nil {
 		return err
