@@ -96,14 +96,14 @@ func checkOpenFlags(in *inode.Inode, flag int, writable bool) error {
 // KillPriv drops what a write, truncate or chown by an unprivileged
 // process drops on Linux (the VFS's file_remove_privs): the
 // security.capability attribute always, and with suidgid the setuid bit
-// and the setgid bit of a group-executable file, or of any file when the
-// caller's group callerGID (-1: not known) is not the file's (kernel:
-// setattr_should_drop_sgid). It changes nothing, and commits nothing,
-// where there is nothing to drop; changed reports whether it dropped
-// anything. A FUSE server that handles killpriv (as fusefs does) calls
-// it; ext4go's own writes do not, having no caller's privileges to judge
-// by.
-func (f *File) KillPriv(suidgid bool, callerGID int) (changed bool, err error) {
+// and the setgid bit of a group-executable file, or of any file when
+// inGroup (nil: not known) says the caller is not in the file's group
+// (kernel: setattr_should_drop_sgid). It changes nothing, and commits
+// nothing, where there is nothing to drop; changed reports whether it
+// dropped anything. A FUSE server that handles killpriv (as fusefs does)
+// calls it; ext4go's own writes do not, having no caller's privileges to
+// judge by.
+func (f *File) KillPriv(suidgid bool, inGroup func(gid uint32) bool) (changed bool, err error) {
 	if err := f.checkOpen("killpriv"); err != nil {
 		return false, err
 	}
@@ -120,7 +120,7 @@ func (f *File) KillPriv(suidgid bool, callerGID int) (changed bool, err error) {
 	mode := in.Mode
 	if suidgid {
 		mode &^= 0o4000
-		if mode&0o010 != 0 || callerGID >= 0 && uint32(callerGID) != in.GID {
+		if mode&0o2000 != 0 && (mode&0o010 != 0 || inGroup != nil && !inGroup(in.GID)) {
 			mode &^= 0o2000
 		}
 	}

@@ -34,6 +34,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -348,7 +350,7 @@ func (r *rawFS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.At
 		if err := f.Chown(uid, gid); err != nil {
 			return status(err)
 		}
-		if _, err := f.KillPriv(true, -1); err != nil {
+		if _, err := f.KillPriv(true, nil); err != nil {
 			return status(err)
 		}
 	}
@@ -369,7 +371,7 @@ func (r *rawFS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.At
 		if err := w.Truncate(int64(in.Size)); err != nil {
 			return status(err)
 		}
-		if _, err := w.KillPriv(in.Valid&fuse.FATTR_KILL_SUIDGID != 0, int(in.Gid)); err != nil {
+		if _, err := w.KillPriv(in.Valid&fuse.FATTR_KILL_SUIDGID != 0, callerIn(&in.InHeader)); err != nil {
 			return status(err)
 		}
 	}
@@ -687,7 +689,7 @@ func (r *rawFS) writebackFlags(of int) int {
 // cached attributes of h's node are stale: the reply to this request
 // carries none.
 func (r *rawFS) killPriv(f *ext4go.File, h *fuse.InHeader, suidgid bool) error {
-	changed, err := f.KillPriv(suidgid, int(h.Gid))
+	changed, err := f.KillPriv(suidgid, callerIn(h))
 	if changed {
 		if srv := r.srv.Load(); srv != nil {
 			// Before the reply, so that the caller's next stat asks.
@@ -697,6 +699,32 @@ func (r *rawFS) killPriv(f *ext4go.File, h *fuse.InHeader, suidgid bool) error {
 		}
 	}
 	return err
+}
+
+// callerIn returns whether h's caller is in a group: its gid, or one of
+// its supplementary groups (read from /proc; a caller that cannot be read
+// counts as in it, so that nothing is dropped on a guess).
+func callerIn(h *fuse.InHeader) func(gid uint32) bool {
+	return func(gid uint32) bool {
+		if h.Gid == gid || h.Pid == 0 {
+			return true
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.Pid))
+		if err != nil {
+			return true
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "Groups:"); ok {
+				for _, g := range strings.Fields(rest) {
+					if n, err := strconv.ParseUint(g, 10, 32); err == nil && uint32(n) == gid {
+						return true
+					}
+				}
+				return false
+			}
+		}
+		return true
+	}
 }
 
 // Init keeps the server, for notifications to the kernel.
@@ -747,6 +775,12 @@ func (r *rawFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (ui
 }
 
 func (r *rawFS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
+	if r.o.WritebackCache {
+		// The kernel asks without writing its dirty pages back first:
+		// the server would call data a hole. ENOSYS makes the kernel
+		// answer itself, calling the whole file data.
+		return fuse.ENOSYS
+	}
 	f, st := r.handle(in.Fh)
 	if !st.Ok() {
 		return st

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ext4go/ext4go/internal/testutil"
 )
 
@@ -69,5 +71,27 @@ func TestMountReaddirInodes(t *testing.T) {
 				t.Errorf("%s/%s: d_ino %d, stat %d", d, name, ino, st.Ino)
 			}
 		}
+	}
+}
+
+// TestMountSeekDataFresh: SEEK_DATA right after a write past a hole finds
+// the written data, whether the kernel keeps the pages (writeback cache)
+// or not.
+func TestMountSeekDataFresh(t *testing.T) {
+	requireFUSE(t)
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 32<<20, "-t", "ext4")
+	dir, _, _ := mount(t, image)
+	f, err := os.Create(filepath.Join(dir, "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte("data"), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	off, err := unix.Seek(int(f.Fd()), 0, unix.SEEK_DATA)
+	if err != nil || off > 1<<20 {
+		t.Errorf("SEEK_DATA from 0: %d, %v; want at most %d", off, err, 1<<20)
 	}
 }
