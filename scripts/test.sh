@@ -12,6 +12,13 @@ command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 command -v losetup >/dev/null 2>&1 || need+=(mount)
 command -v zsh >/dev/null 2>&1 || need+=(zsh)       # checks the zsh completion script
 command -v sfdisk >/dev/null 2>&1 || need+=(fdisk)  # partitions a disk for the in-use test
+# The FUSE mount's tests run real programs and compare with the kernel.
+command -v fio >/dev/null 2>&1 || need+=(fio)
+command -v git >/dev/null 2>&1 || need+=(git)
+command -v setfacl >/dev/null 2>&1 || need+=(acl)
+command -v setfattr >/dev/null 2>&1 || need+=(attr)
+command -v setcap >/dev/null 2>&1 || need+=(libcap2-bin)
+command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing: ${need[*]}"
