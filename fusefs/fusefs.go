@@ -110,7 +110,7 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		// Replies carry bytes, not file descriptors: splicing them gains
 		// nothing, and a 1 MiB read does not fit a pipe with its header.
 		DisableSplice: true,
-		Options:            append([]string(nil), o.ExtraOptions...),
+		Options:       append([]string(nil), o.ExtraOptions...),
 	}
 	if mo.FsName == "" {
 		mo.FsName = "ext4go"
