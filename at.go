@@ -330,7 +330,7 @@ func (f *File) setAttrFlags(op string, fn func(in *inode.Inode) error) error {
 	if f.fsys.w == nil {
 		return &fs.PathError{Op: op, Path: f.name, Err: ErrReadOnly}
 	}
-	if err := f.fsys.changeAttrNode(f.n, false, true, fn); err != nil {
+	if err := f.fsys.changeAttrNode(f.n, false, frozenAll, fn); err != nil {
 		return &fs.PathError{Op: op, Path: f.name, Err: err}
 	}
 	return nil
@@ -370,6 +370,34 @@ func (f *File) Chtimes(atime, mtime time.Time) error {
 		}
 		return nil
 	})
+}
+
+// Touch is Chtimes for a time update that names no time of its own:
+// utimes(2) with NULL or UTIME_NOW, or the kernel's write-back of the
+// times it kept. Unlike Chtimes it may change an append-only file (as on
+// Linux, where only explicit times are refused there); an immutable one
+// is still refused.
+func (f *File) Touch(atime, mtime time.Time) error {
+	if err := f.checkOpen("touch"); err != nil {
+		return err
+	}
+	if f.fsys.w == nil {
+		return &fs.PathError{Op: "touch", Path: f.name, Err: ErrReadOnly}
+	}
+	fsys := f.fsys
+	err := fsys.changeAttrNode(f.n, false, frozenAppend, func(in *inode.Inode) error {
+		if !atime.IsZero() {
+			in.Atime = inode.FromTime(fsys.clampTime(atime))
+		}
+		if !mtime.IsZero() {
+			in.Mtime = inode.FromTime(fsys.clampTime(mtime))
+		}
+		return nil
+	})
+	if err != nil {
+		return &fs.PathError{Op: "touch", Path: f.name, Err: err}
+	}
+	return nil
 }
 
 // ReadLink returns the target of the symbolic link f.

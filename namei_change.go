@@ -318,12 +318,19 @@ func (f *FS) setAttr(op, name string, follow bool, fn func(in *inode.Inode) erro
 // ctime; named says n must still have a name (else an open file's inode
 // may be changed too, as fchmod can).
 func (f *FS) setAttrNode(n *node, named bool, fn func(in *inode.Inode) error) (err error) {
-	return f.changeAttrNode(n, named, false, fn)
+	return f.changeAttrNode(n, named, frozenNone, fn)
 }
 
-// changeAttrNode is setAttrNode; flags (a change of the inode flags) may
-// change an immutable or append-only inode, which nothing else may.
-func (f *FS) changeAttrNode(n *node, named, flags bool, fn func(in *inode.Inode) error) (err error) {
+// What a change may do to an immutable or append-only inode.
+const (
+	frozenNone   = iota // nothing (chmod, chown, explicit times)
+	frozenAppend        // change an append-only one (times set to now)
+	frozenAll           // change either (the inode flags themselves)
+)
+
+// changeAttrNode is setAttrNode, with what it may change of an immutable
+// or append-only inode (the VFS's notify_change checks).
+func (f *FS) changeAttrNode(n *node, named bool, frozenOK int, fn func(in *inode.Inode) error) (err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if named {
@@ -342,7 +349,9 @@ func (f *FS) changeAttrNode(n *node, named, flags bool, fn func(in *inode.Inode)
 			err = e
 		}
 	}()
-	if !flags && frozen(n.in()) {
+	switch in := n.in(); {
+	case frozenOK == frozenAll:
+	case in.HasFlag(inode.FlagImmutable), frozenOK == frozenNone && in.HasFlag(inode.FlagAppend):
 		return syscall.EPERM
 	}
 	in := editInode(n)

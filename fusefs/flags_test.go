@@ -20,6 +20,7 @@ var flagSteps = []string{
 	"echo y > a", "truncate -s 0 a", "rm a", "ln a b", "chmod 600 a",
 	"fallocate -l 1M a && stat -c %s a", "fallocate -p -o 0 -l 4096 a",
 	"setfattr -n user.a -v 1 a",
+	"touch a && touch -a a && touch -m a", "touch -d 2020-01-01 a",
 	"chattr -a a && echo z > a && cat a",
 	"mkdir d && touch d/x d/w && chattr +a d && lsattr -d d",
 	"touch d/y && ls d", "rm d/x", "mv d/y d/z", "touch moved && mv moved d/moved && ls d",

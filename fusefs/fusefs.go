@@ -390,7 +390,22 @@ func (r *rawFS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.At
 		mtime = time.Unix(int64(in.Mtime), int64(in.Mtimensec))
 	}
 	if !atime.IsZero() || !mtime.IsZero() {
-		if err := f.Chtimes(atime, mtime); err != nil {
+		// Times of nobody's choosing may change an append-only file:
+		// utimes(NULL) or both times now (the kernel's ATTR_TOUCH), and
+		// with the writeback cache the kernel's own write-back of the
+		// times it kept (fuse_flush_times: mtime and ctime through a
+		// handle, nothing else). One time alone, even now, is an
+		// explicit setting.
+		const bothNow = fuse.FATTR_ATIME_NOW | fuse.FATTR_MTIME_NOW
+		const flushTimes = fuse.FATTR_MTIME | fuse.FATTR_CTIME | fuse.FATTR_FH
+		touch := in.Valid&bothNow == bothNow || r.o.WritebackCache && in.Valid&^fuse.FATTR_LOCKOWNER == flushTimes
+		var err error
+		if touch {
+			err = f.Touch(atime, mtime)
+		} else {
+			err = f.Chtimes(atime, mtime)
+		}
+		if err != nil {
 			return status(err)
 		}
 	}
