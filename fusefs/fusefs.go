@@ -28,6 +28,7 @@
 package fusefs
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -398,7 +399,10 @@ func (r *rawFS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.At
 		// explicit setting.
 		const bothNow = fuse.FATTR_ATIME_NOW | fuse.FATTR_MTIME_NOW
 		const flushTimes = fuse.FATTR_MTIME | fuse.FATTR_CTIME | fuse.FATTR_FH
-		touch := in.Valid&bothNow == bothNow || r.o.WritebackCache && in.Valid&^fuse.FATTR_LOCKOWNER == flushTimes
+		touch := in.Valid&bothNow == bothNow || r.o.WritebackCache && in.Valid&^fuse.FATTR_LOCKOWNER == flushTimes ||
+			// With the writeback cache the kernel sends its own mtime
+			// for "now" (no MTIME_NOW), atime still as now.
+			r.o.WritebackCache && in.Valid&fuse.FATTR_ATIME_NOW != 0 && in.Valid&fuse.FATTR_MTIME != 0
 		var err error
 		if touch {
 			err = f.Touch(atime, mtime)
@@ -584,7 +588,61 @@ func (r *rawFS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr strin
 	if !st.Ok() {
 		return st
 	}
-	return status(f.SetXattr(attr, data, int(in.Flags)))
+	if err := f.SetXattr(attr, data, int(in.Flags)); err != nil {
+		return status(err)
+	}
+	if attr == "system.posix_acl_access" {
+		// Setting an access ACL drops setgid when the caller is neither
+		// in the file's group nor privileged (kernel:
+		// posix_acl_update_mode, in_group_or_capable).
+		s, err := statOf(f)
+		if err != nil {
+			return status(err)
+		}
+		if s.Mode&syscall.S_ISGID != 0 && !callerPrivileged(&in.InHeader) && !callerIn(&in.InHeader)(s.GID) {
+			if err := f.Chmod(unixMode(uint32(s.Mode) &^ syscall.S_ISGID)); err != nil {
+				return status(err)
+			}
+		}
+		r.invalidateAttr(in.NodeId)
+	}
+	return fuse.OK
+}
+
+// setFlags is File.SetFlags for the ioctls, whose replies carry no
+// attributes: the kernel is told its cached ones (ctime) are stale.
+func (r *rawFS) setFlags(f *ext4go.File, id uint64, flags uint32) fuse.Status {
+	if err := f.SetFlags(flags); err != nil {
+		return status(err)
+	}
+	r.invalidateAttr(id)
+	return fuse.OK
+}
+
+// invalidateAttr tells the kernel its cached attributes of node id are
+// stale. It is called before the reply of a request that changed them
+// without returning them: an attributes-only invalidation (offset -1)
+// takes no lock the kernel holds while it waits for the reply.
+func (r *rawFS) invalidateAttr(id uint64) {
+	if srv := r.srv.Load(); srv != nil {
+		srv.InodeNotify(id, -1, 0)
+	}
+}
+
+// callerPrivileged reports whether h's caller has CAP_FSETID (read from
+// /proc; uid 0 if it cannot be read).
+func callerPrivileged(h *fuse.InHeader) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.Pid))
+	if h.Pid == 0 || err != nil {
+		return h.Uid == 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(rest), 16, 64)
+			return err == nil && caps&(1<<4) != 0 // CAP_FSETID
+		}
+	}
+	return h.Uid == 0
 }
 
 func (r *rawFS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
@@ -706,12 +764,7 @@ func (r *rawFS) writebackFlags(of int) int {
 func (r *rawFS) killPriv(f *ext4go.File, h *fuse.InHeader, suidgid bool) error {
 	changed, err := f.KillPriv(suidgid, callerIn(h))
 	if changed {
-		if srv := r.srv.Load(); srv != nil {
-			// Before the reply, so that the caller's next stat asks.
-			// An attributes-only invalidation (offset -1) takes no
-			// lock the kernel holds while it waits for the reply.
-			srv.InodeNotify(h.NodeId, -1, 0)
-		}
+		r.invalidateAttr(h.NodeId) // before the reply: the next stat asks
 	}
 	return err
 }
@@ -744,6 +797,35 @@ func callerIn(h *fuse.InHeader) func(gid uint32) bool {
 
 // Init keeps the server, for notifications to the kernel.
 func (r *rawFS) Init(s *fuse.Server) { r.srv.Store(s) }
+
+// writeAppendOnly serves a write of the kernel's page cache to an
+// append-only file (writeback cache; only such files keep appending
+// handles then). The kernel writes whole pages back: the part before the
+// end of the file must be the bytes already there (else it is a change
+// through mmap, which append-only forbids: EPERM); the rest goes at the
+// end.
+func (r *rawFS) writeAppendOnly(f *ext4go.File, data []byte, off int64) (uint32, fuse.Status) {
+	st, err := statOf(f)
+	if err != nil {
+		return 0, status(err)
+	}
+	skip := 0
+	if off < st.Size {
+		skip = int(min(st.Size-off, int64(len(data))))
+		old := make([]byte, skip)
+		if _, err := f.ReadAt(old, off); err != nil && !errors.Is(err, io.EOF) {
+			return 0, status(err)
+		}
+		if !bytes.Equal(old, data[:skip]) {
+			return 0, fuse.EPERM
+		}
+	}
+	n, err := f.Write(data[skip:])
+	if err != nil && n == 0 && skip < len(data) {
+		return 0, status(err)
+	}
+	return uint32(skip + n), fuse.OK
+}
 
 // appendOnlyFlag is FS_APPEND_FL.
 const appendOnlyFlag = 0x20
@@ -778,7 +860,9 @@ func (r *rawFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (ui
 	}
 	var n int
 	var err error
-	if h := r.handles.ref(in.Fh); h != nil && h.appending {
+	if h := r.handles.ref(in.Fh); h != nil && h.appending && r.o.WritebackCache {
+		return r.writeAppendOnly(f, data, int64(in.Offset))
+	} else if h != nil && h.appending {
 		n, err = f.Write(data)
 	} else {
 		n, err = f.WriteAt(data, int64(in.Offset))
@@ -1174,7 +1258,7 @@ func (r *rawFS) Ioctl(cancel <-chan struct{}, in *fuse.IoctlIn, inbuf []byte, ou
 		if len(inbuf) < 4 {
 			return fuse.EINVAL
 		}
-		return status(f.SetFlags(binary.LittleEndian.Uint32(inbuf)))
+		return r.setFlags(f, in.NodeId, binary.LittleEndian.Uint32(inbuf))
 	case ioctlFSGetXattr:
 		if len(outbuf) < fsxattrSize {
 			return fuse.EINVAL
@@ -1212,7 +1296,7 @@ func (r *rawFS) Ioctl(cancel <-chan struct{}, in *fuse.IoctlIn, inbuf []byte, ou
 				flags |= b[0]
 			}
 		}
-		return status(f.SetFlags(flags))
+		return r.setFlags(f, in.NodeId, flags)
 	}
 	return fuse.Status(syscall.ENOTTY)
 }
