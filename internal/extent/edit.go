@@ -130,6 +130,19 @@ func (n *Node) remove(pos int) {
 	}
 }
 
+// mergeAround merges leaf extent j with its neighbours where they
+// continue it (same state, adjacent on disk and in the file).
+func (n *Node) mergeAround(j int) {
+	if j+1 < len(n.Extents) && canMerge(n.Extents[j], n.Extents[j+1]) {
+		n.Extents[j].Len += n.Extents[j+1].Len
+		n.remove(j + 1)
+	}
+	if j > 0 && canMerge(n.Extents[j-1], n.Extents[j]) {
+		n.Extents[j-1].Len += n.Extents[j].Len
+		n.remove(j)
+	}
+}
+
 // firstKey returns the first file block of a non-empty node.
 func (n *Node) firstKey() uint32 {
 	if n.Leaf() {
@@ -806,14 +819,7 @@ func (ed *Editor) Convert(from, n uint32, toWritten bool) error {
 		}
 		if nd := leaf.node; len(exts)-1+len(pieces) <= int(nd.Max) {
 			nd.Extents = slices.Replace(nd.Extents, i, i+1, pieces...)
-			if j+1 < len(nd.Extents) && canMerge(nd.Extents[j], nd.Extents[j+1]) {
-				nd.Extents[j].Len += nd.Extents[j+1].Len
-				nd.remove(j + 1)
-			}
-			if j > 0 && canMerge(nd.Extents[j-1], nd.Extents[j]) {
-				nd.Extents[j-1].Len += nd.Extents[j].Len
-				nd.remove(j)
-			}
+			nd.mergeAround(j)
 			if err := ed.write(leaf); err != nil {
 				return err
 			}
@@ -834,14 +840,7 @@ func (ed *Editor) Convert(from, n uint32, toWritten bool) error {
 		nd := leaf.node
 		j = leaf.pos
 		nd.Extents[j].Unwritten = unw
-		if j+1 < len(nd.Extents) && canMerge(nd.Extents[j], nd.Extents[j+1]) {
-			nd.Extents[j].Len += nd.Extents[j+1].Len
-			nd.remove(j + 1)
-		}
-		if j > 0 && canMerge(nd.Extents[j-1], nd.Extents[j]) {
-			nd.Extents[j-1].Len += nd.Extents[j].Len
-			nd.remove(j)
-		}
+		nd.mergeAround(j)
 		if err := ed.write(leaf); err != nil {
 			return err
 		}
