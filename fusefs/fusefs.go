@@ -632,17 +632,12 @@ func (r *rawFS) invalidateAttr(id uint64) {
 // callerPrivileged reports whether h's caller has CAP_FSETID (read from
 // /proc; uid 0 if it cannot be read).
 func callerPrivileged(h *fuse.InHeader) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.Pid))
-	if h.Pid == 0 || err != nil {
+	capEff, ok := procStatus(h.Pid, "CapEff:")
+	if !ok {
 		return h.Uid == 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			caps, err := strconv.ParseUint(strings.TrimSpace(rest), 16, 64)
-			return err == nil && caps&(1<<4) != 0 // CAP_FSETID
-		}
-	}
-	return h.Uid == 0
+	caps, err := strconv.ParseUint(capEff, 16, 64)
+	return err == nil && caps&(1<<4) != 0 // CAP_FSETID
 }
 
 func (r *rawFS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
@@ -774,25 +769,38 @@ func (r *rawFS) killPriv(f *ext4go.File, h *fuse.InHeader, suidgid bool) error {
 // counts as in it, so that nothing is dropped on a guess).
 func callerIn(h *fuse.InHeader) func(gid uint32) bool {
 	return func(gid uint32) bool {
-		if h.Gid == gid || h.Pid == 0 {
+		if h.Gid == gid {
 			return true
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.Pid))
-		if err != nil {
+		groups, ok := procStatus(h.Pid, "Groups:")
+		if !ok {
 			return true
 		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, "Groups:"); ok {
-				for _, g := range strings.Fields(rest) {
-					if n, err := strconv.ParseUint(g, 10, 32); err == nil && uint32(n) == gid {
-						return true
-					}
-				}
-				return false
+		for _, g := range strings.Fields(groups) {
+			if n, err := strconv.ParseUint(g, 10, 32); err == nil && uint32(n) == gid {
+				return true
 			}
 		}
-		return true
+		return false
 	}
+}
+
+// procStatus returns the value of a line of /proc/PID/status ("Groups:",
+// "CapEff:"); ok is false when it cannot be read.
+func procStatus(pid uint32, key string) (value string, ok bool) {
+	if pid == 0 {
+		return "", false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "", false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, found := strings.CutPrefix(line, key); found {
+			return strings.TrimSpace(rest), true
+		}
+	}
+	return "", false
 }
 
 // Init keeps the server, for notifications to the kernel.
