@@ -1,9 +1,7 @@
 package fusefs_test
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/ext4go/ext4go/internal/testutil"
@@ -64,39 +62,12 @@ func runSteps(t *testing.T, root string, steps []string) []string {
 // the kernel's loop mount; the trees, xattrs included, match; the image
 // is e2fsck-clean and the kernel reads it as it shows its own.
 func TestMountACL(t *testing.T) {
-	requireFUSE(t)
-	testutil.RequireMount(t)
 	requirePrograms(t, "setfacl", "getfacl", "getfattr", "setpriv")
-	image := filepath.Join(t.TempDir(), "img")
-	testutil.Mke2fs(t, image, 32<<20, "-t", "ext4")
-	kimage := filepath.Join(t.TempDir(), "kimg")
-	b, err := os.ReadFile(image)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(kimage, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dir, fsys, srv := mount(t, image)
-	kmp := testutil.Mount(t, kimage, false)
 	// Strangers must get into the roots to be checked at all.
-	for _, root := range []string{dir, kmp} {
-		if err := os.Chmod(root, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ours := runSteps(t, dir, aclSteps)
-	theirs := runSteps(t, kmp, aclSteps)
-	for i, s := range aclSteps {
-		if ours[i] != theirs[i] {
-			t.Errorf("%s:\next4go mount:\n%s\nkernel:\n%s", s, ours[i], theirs[i])
-		}
-	}
+	tw := newTwin(t, 32<<20, 0o755)
+	tw.sameSteps(t, aclSteps)
 	opts := testutil.MountCompareOptions()
 	opts.Checks &^= testutil.CheckMtime
 	opts.Checks |= testutil.CheckNlink | testutil.CheckXattrs | testutil.CheckOwner | testutil.CheckSpecialBits
-	testutil.CompareDirs(t, dir, kmp, opts)
-	unmount(t, srv, fsys)
-	testutil.RequireFsckClean(t, image)
-	testutil.CompareDirs(t, testutil.Mount(t, image, true), kmp, opts)
+	tw.finish(t, opts)
 }

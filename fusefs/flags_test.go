@@ -1,8 +1,6 @@
 package fusefs_test
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/ext4go/ext4go/internal/testutil"
@@ -40,36 +38,14 @@ var flagSteps = []string{
 // mount, the trees match, and the image is e2fsck-clean and reads back
 // on the kernel with the same flags.
 func TestMountFlags(t *testing.T) {
-	requireFUSE(t)
-	testutil.RequireMount(t)
 	requirePrograms(t, "chattr", "lsattr", "setfattr", "fallocate", "truncate")
-	image := filepath.Join(t.TempDir(), "img")
-	testutil.Mke2fs(t, image, 32<<20, "-t", "ext4")
-	kimage := filepath.Join(t.TempDir(), "kimg")
-	b, err := os.ReadFile(image)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(kimage, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dir, fsys, srv := mount(t, image)
-	kmp := testutil.Mount(t, kimage, false)
-	ours := runSteps(t, dir, flagSteps)
-	theirs := runSteps(t, kmp, flagSteps)
-	for i, s := range flagSteps {
-		if ours[i] != theirs[i] {
-			t.Errorf("%s:\next4go mount:\n%s\nkernel:\n%s", s, ours[i], theirs[i])
-		}
-	}
+	tw := newTwin(t, 32<<20, 0)
+	tw.sameSteps(t, flagSteps)
 	opts := testutil.MountCompareOptions()
 	opts.Checks &^= testutil.CheckMtime
 	opts.Checks |= testutil.CheckNlink | testutil.CheckXattrs | testutil.CheckOwner
-	testutil.CompareDirs(t, dir, kmp, opts)
-	unmount(t, srv, fsys)
-	testutil.RequireFsckClean(t, image)
-	mp := testutil.Mount(t, image, true)
-	if got, want := runSteps(t, mp, []string{"lsattr -R ."}), runSteps(t, kmp, []string{"lsattr -R ."}); got[0] != want[0] {
+	mp := tw.finish(t, opts)
+	if got, want := runSteps(t, mp, []string{"lsattr -R ."}), runSteps(t, tw.kmp, []string{"lsattr -R ."}); got[0] != want[0] {
 		t.Errorf("lsattr -R after the unmount:\n%s\nkernel:\n%s", got[0], want[0])
 	}
 }

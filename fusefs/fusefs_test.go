@@ -238,27 +238,14 @@ func script(seed uint64) []struct {
 // kernel's own loop mount of the same image; after the unmount e2fsck is
 // clean and the kernel reads the image as it shows its own.
 func TestMountMatchesKernel(t *testing.T) {
-	requireFUSE(t)
-	testutil.RequireMount(t)
-	image := filepath.Join(t.TempDir(), "img")
-	testutil.Mke2fs(t, image, 64<<20, "-t", "ext4")
-	kimage := filepath.Join(t.TempDir(), "kimg")
-	b, err := os.ReadFile(image)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(kimage, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tw := newTwin(t, 64<<20, 0)
 	ops := script(1)
-	dir, fsys, srv := mount(t, image)
 	var ours []error
 	for _, op := range ops {
-		ours = append(ours, op.op(dir))
+		ours = append(ours, op.op(tw.dir))
 	}
-	kmp := testutil.Mount(t, kimage, false)
 	for i, op := range ops {
-		kerr := op.op(kmp)
+		kerr := op.op(tw.kmp)
 		if errno(ours[i]) != errno(kerr) {
 			t.Errorf("%s: ext4go mount: %v; kernel: %v", op.desc, ours[i], kerr)
 		}
@@ -266,10 +253,69 @@ func TestMountMatchesKernel(t *testing.T) {
 	opts := testutil.MountCompareOptions()
 	opts.Checks &^= testutil.CheckMtime
 	opts.Checks |= testutil.CheckNlink | testutil.CheckRdev | testutil.CheckXattrs | testutil.CheckOwner | testutil.CheckSpecialBits
-	testutil.CompareDirs(t, dir, kmp, opts)
-	unmount(t, srv, fsys)
-	testutil.RequireFsckClean(t, image)
-	testutil.CompareDirs(t, testutil.Mount(t, image, true), kmp, opts)
+	tw.finish(t, opts)
+}
+
+// twin is an ext4go mount of a fresh image beside the kernel's loop mount
+// of a copy of it: a workload run on both must give the same results.
+type twin struct {
+	image, dir, kmp string
+	fsys            *ext4go.FS
+	srv             *fusefs.Server
+}
+
+// newTwin makes the image (size bytes, mke2fs -t ext4), its copy and both
+// mounts; rootMode, if not 0, is given to both roots (so that strangers
+// get in).
+func newTwin(t *testing.T, size int64, rootMode os.FileMode) *twin {
+	t.Helper()
+	requireFUSE(t)
+	testutil.RequireMount(t)
+	tw := &twin{image: filepath.Join(t.TempDir(), "img")}
+	testutil.Mke2fs(t, tw.image, size, "-t", "ext4")
+	kimage := filepath.Join(t.TempDir(), "kimg")
+	b, err := os.ReadFile(tw.image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kimage, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tw.dir, tw.fsys, tw.srv = mount(t, tw.image)
+	tw.kmp = testutil.Mount(t, kimage, false)
+	if rootMode != 0 {
+		for _, root := range []string{tw.dir, tw.kmp} {
+			if err := os.Chmod(root, rootMode); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return tw
+}
+
+// sameSteps runs the shell steps on both mounts and reports every one
+// whose output or exit status differs.
+func (tw *twin) sameSteps(t *testing.T, steps []string) {
+	t.Helper()
+	ours, theirs := runSteps(t, tw.dir, steps), runSteps(t, tw.kmp, steps)
+	for i, s := range steps {
+		if ours[i] != theirs[i] {
+			t.Errorf("%s:\next4go mount:\n%s\nkernel:\n%s", s, ours[i], theirs[i])
+		}
+	}
+}
+
+// finish compares both trees with opts, unmounts ext4go's, requires
+// e2fsck to be clean, and compares the kernel's read of the image with
+// its own tree. It returns the kernel's (read-only) mount of the image.
+func (tw *twin) finish(t *testing.T, opts testutil.CompareOptions) string {
+	t.Helper()
+	testutil.CompareDirs(t, tw.dir, tw.kmp, opts)
+	unmount(t, tw.srv, tw.fsys)
+	testutil.RequireFsckClean(t, tw.image)
+	mp := testutil.Mount(t, tw.image, true)
+	testutil.CompareDirs(t, mp, tw.kmp, opts)
+	return mp
 }
 
 // errno is the errno inside err (0 for nil).
