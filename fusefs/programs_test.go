@@ -125,7 +125,9 @@ func TestRealPrograms(t *testing.T) {
 		return []string{"--name=verify", "--directory=" + dir, "--rw=randwrite", "--bs=4k", "--size=16m",
 			"--numjobs=4", "--ioengine=psync", "--verify=crc32c", "--verify_fatal=1", "--group_reporting"}
 	}
-	run(t, "", nil, "fio", append(fioArgs(fioDir), "--fsync_on_close=1")...)
+	// fio leaves its verify state files in its working directory.
+	fioState := t.TempDir()
+	run(t, fioState, nil, "fio", append(fioArgs(fioDir), "--fsync_on_close=1")...)
 
 	unmount(t, srv, fsys)
 	testutil.RequireFsckClean(t, image)
@@ -150,7 +152,7 @@ func TestRealPrograms(t *testing.T) {
 	testutil.Unmount(t, kmp)
 	// fio opens its files to write even to verify them only.
 	kmp = testutil.Mount(t, image, false)
-	run(t, "", nil, "fio", append(fioArgs(filepath.Join(kmp, "fio")), "--verify_only")...)
+	run(t, fioState, nil, "fio", append(fioArgs(filepath.Join(kmp, "fio")), "--verify_only")...)
 	testutil.Unmount(t, kmp)
 	testutil.RequireFsckClean(t, image)
 }
