@@ -481,9 +481,12 @@ func (f *FS) writeData(pblk, lblk uint64, p []byte, pos int64, fresh bool) error
 		_, err := f.dev.WriteAt(p, start)
 		return err
 	}
-	buf := make([]byte, head+int64(len(p))+tail)
+	buf := getScratch(int(head + int64(len(p)) + tail))
+	clear(buf[:head])
 	copy(buf[head:], p)
+	clear(buf[head+int64(len(p)):])
 	_, err := f.dev.WriteAt(buf, start-head)
+	putScratch(buf)
 	return err
 }
 

@@ -292,6 +292,7 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 	// On failure every step is undone: the parent's blocks, then the
 	// child (its blocks, then the inode itself).
 	pu := newUndo(f, h)
+	defer pu.release()
 	undo := func(err error) (*node, error) {
 		pu.undo()
 		in := editInode(child)
@@ -303,6 +304,7 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 		return nil, err
 	}
 	cu := newUndo(f, h)
+	defer cu.release()
 	if err := f.initInode(h, parent, child, e, cu); err != nil {
 		cu.undo()
 		return undo(err)

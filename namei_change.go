@@ -95,6 +95,7 @@ func (f *FS) removeEntry(parent *node, base string, kind int) (err error) {
 	}
 	defer h.End()
 	u := newUndo(f, h)
+	defer u.release()
 	defer func() {
 		if err != nil {
 			u.undo()
@@ -274,6 +275,7 @@ func (f *FS) linkIn(old, parent *node, base string) (err error) {
 	}
 	defer h.End()
 	u := newUndo(f, h)
+	defer u.release()
 	defer func() {
 		if err != nil {
 			u.undo()

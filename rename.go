@@ -202,6 +202,7 @@ func (f *FS) renameIn(oldParent *node, oldBase string, newParent *node, newBase 
 	defer h.End()
 	// A failure at any step below puts everything back (see undoLog).
 	u := newUndo(f, h)
+	defer u.release()
 	defer func() {
 		if err != nil {
 			u.undo()

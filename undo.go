@@ -43,7 +43,7 @@ func (u *undoLog) modify(pblk uint64, fn func(b []byte) error) error {
 			if u.saved == nil {
 				u.saved = map[uint64][]byte{} // most changes never rewrite a block
 			}
-			u.saved[pblk] = append([]byte(nil), b...)
+			u.saved[pblk] = append(getScratch(len(b))[:0], b...)
 			u.order = append(u.order, pblk)
 		}
 		return fn(b)
@@ -82,6 +82,15 @@ func (u *undoLog) setInode(n *node, in *inode.Inode) error {
 	return u.f.setInode(u.h, n, in)
 }
 
+// release gives the saved block copies back to the scratch pool once the
+// operation is over (after undo, if it failed).
+func (u *undoLog) release() {
+	for _, b := range u.saved {
+		putScratch(b)
+	}
+	u.saved = nil
+}
+
 // undo reverts everything recorded. A failure here leaves the on-disk
 // state in doubt and is recorded as the filesystem's error.
 func (u *undoLog) undo() {
@@ -111,5 +120,6 @@ func (u *undoLog) undo() {
 	for _, n := range u.nodes {
 		n.mapping.Store(nil)
 	}
+	u.release()
 	*u = undoLog{f: f, h: h}
 }

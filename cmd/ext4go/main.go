@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -48,19 +49,34 @@ func (e *usageError) Error() string { return e.msg }
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
 func main() {
-	// EXT4GO_CPUPROFILE=FILE writes a CPU profile of the command (for
-	// go tool pprof), for measuring where a command spends its time.
+	os.Exit(profiled(func() int {
+		return run(&env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
+	}))
+}
+
+// profiled runs cmd, writing the profiles the environment asks for (for go
+// tool pprof), for measuring where a command spends its time and memory:
+// EXT4GO_CPUPROFILE=FILE a CPU profile, EXT4GO_MEMPROFILE=FILE a heap
+// profile (with every allocation's site) when the command ends.
+func profiled(cmd func() int) int {
+	if path := os.Getenv("EXT4GO_MEMPROFILE"); path != "" {
+		runtime.MemProfileRate = 4096
+		defer func() {
+			if f, err := os.Create(path); err == nil {
+				pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
+	}
 	if path := os.Getenv("EXT4GO_CPUPROFILE"); path != "" {
 		if f, err := os.Create(path); err == nil {
 			if pprof.StartCPUProfile(f) == nil {
-				code := run(&env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
-				pprof.StopCPUProfile()
-				f.Close()
-				os.Exit(code)
+				defer f.Close()
+				defer pprof.StopCPUProfile()
 			}
 		}
 	}
-	os.Exit(run(&env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:]))
+	return cmd()
 }
 
 func run(e *env, args []string) int {
