@@ -61,20 +61,32 @@ func (f *FS) dirOf(n *node) (*dir.Dir, error) {
 	if holes := nblocks - min(mapped, nblocks); holes > 1024 && holes > 8*mapped {
 		return nil, &CorruptError{What: "directory", Block: -1, Ino: n.ino, Detail: fmt.Sprintf("%d of its %d blocks are holes", holes, nblocks)}
 	}
-	read := func(lblk uint32) ([]byte, error) {
+	// physical is lblk's block; false for a hole.
+	physical := func(lblk uint32) (uint64, bool) {
 		i := sort.Search(len(runs), func(i int) bool { return runs[i].logical+runs[i].length > uint64(lblk) })
-		if i == len(runs) || runs[i].logical > uint64(lblk) {
-			return nil, nil // a hole
+		if i == len(runs) || runs[i].logical > uint64(lblk) || runs[i].unwritten {
+			return 0, false
 		}
-		r := runs[i]
-		if r.unwritten {
+		return runs[i].physical + uint64(lblk) - runs[i].logical, true
+	}
+	read := func(lblk uint32) ([]byte, error) {
+		p, ok := physical(lblk)
+		if !ok {
 			return nil, nil
 		}
-		return f.readBlock(r.physical+uint64(lblk)-r.logical, "directory block")
+		return f.readBlock(p, "directory block")
+	}
+	view := func(lblk uint32, fn func(b []byte) error) error {
+		p, ok := physical(lblk)
+		if !ok {
+			return fn(nil)
+		}
+		return f.viewBlock(p, "directory block", fn)
 	}
 	return &dir.Dir{
 		Format:   f.dirFormat(),
 		Read:     read,
+		View:     view,
 		NBlocks:  uint32(nblocks),
 		Indexed:  n.in().HasFlag(inode.FlagIndex) && f.sb.HasCompat(super.CompatDirIndex),
 		CsumSeed: inode.Seed(f.seed, n.ino, n.in().Generation),

@@ -313,6 +313,24 @@ func (f *FS) readBlock(blk uint64, what string) ([]byte, error) {
 	return b, nil
 }
 
+// viewBlock calls fn with filesystem block blk's cached content, which fn
+// must neither keep nor change (readBlock without the copy), refusing
+// blocks outside the filesystem.
+func (f *FS) viewBlock(blk uint64, what string, fn func(b []byte) error) error {
+	if blk >= f.sb.BlocksCount() || blk == 0 && f.blockSize > 1024 {
+		return &CorruptError{What: what, Block: int64(blk), Detail: fmt.Sprintf("block number outside the filesystem (%d blocks)", f.sb.BlocksCount())}
+	}
+	var fnErr error
+	err := f.tm.View(blk, func(b []byte) error {
+		fnErr = fn(b)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read %s: %w", what, err)
+	}
+	return fnErr
+}
+
 // metaDev is the device as the metadata cache reads it: each read (a
 // cache miss) passes the fault hook first.
 type metaDev struct {

@@ -14,12 +14,20 @@ import (
 // does not keep or modify the slice.
 type BlockReader func(lblk uint32) ([]byte, error)
 
+// BlockViewer calls fn with logical block lblk of a directory (nil for a
+// hole), which fn must neither keep nor change: the block may be the
+// caller's cached copy, held read-locked while fn runs.
+type BlockViewer func(lblk uint32, fn func(b []byte) error) error
+
 // Dir is one directory as the walkers see it: its blocks, how many there are
 // and how to verify them. It is a plain value; the walkers keep no state in
 // it.
 type Dir struct {
 	Format
-	Read     BlockReader
+	Read BlockReader
+	// View, when set, is how lookups read leaves: without the copy Read
+	// makes, which was most of what a lookup allocated.
+	View     BlockViewer
 	NBlocks  uint32 // i_size / block size: blocks at or past it are never read
 	Indexed  bool   // inode flag EXT4_INDEX_FL: block 0 is an htree root
 	CsumSeed uint32 // the directory inode's checksum seed (with Format.Csum)
@@ -61,6 +69,35 @@ func (d *Dir) block(lblk uint32, what string, mustExist bool) ([]byte, error) {
 		return nil, fmt.Errorf("dir: block reader returned %d bytes for block %d, want %d", len(b), lblk, d.BlockSize)
 	}
 	return b, nil
+}
+
+// viewBlock calls fn with logical block lblk as block reads it (nil for a
+// hole when !mustExist), through View when there is one; fn must not keep
+// b.
+func (d *Dir) viewBlock(lblk uint32, what string, mustExist bool, fn func(b []byte) error) error {
+	if d.View == nil {
+		b, err := d.block(lblk, what, mustExist)
+		if err != nil {
+			return err
+		}
+		return fn(b)
+	}
+	if lblk >= d.NBlocks {
+		return &fserr.CorruptError{What: what, Block: int64(lblk), Ino: d.Ino,
+			Detail: fmt.Sprintf("block %d is past the directory's %d blocks", lblk, d.NBlocks)}
+	}
+	return d.View(lblk, func(b []byte) error {
+		if b == nil {
+			if mustExist {
+				return &fserr.CorruptError{What: what, Block: int64(lblk), Ino: d.Ino, Detail: "directory hole"}
+			}
+			return fn(nil)
+		}
+		if len(b) != d.BlockSize {
+			return fmt.Errorf("dir: block viewer gave %d bytes for block %d, want %d", len(b), lblk, d.BlockSize)
+		}
+		return fn(b)
+	})
 }
 
 // leaf reads, verifies and parses a leaf block; the names alias the block.
@@ -220,15 +257,19 @@ func searchLeaf(blk *Block, name []byte) (Slot, bool) {
 }
 
 // findInLeaf reads and verifies leaf block lblk and finds the used entry
-// called name in it, the name aliasing the block; it checks the block as
+// called name in it (the name copied out); it checks the block as
 // leaf does but builds no slot list (lookups and inserts do this for every
 // name added).
 func (d *Dir) findInLeaf(lblk uint32, name []byte) (Slot, bool, error) {
-	b, err := d.block(lblk, "directory block", true)
-	if err != nil {
-		return Slot{}, false, err
-	}
-	return d.findIn(lblk, b, name, false)
+	var s Slot
+	var ok bool
+	err := d.viewBlock(lblk, "directory block", true, func(b []byte) error {
+		var err error
+		s, ok, err = d.findIn(lblk, b, name, false)
+		s.Name = bytes.Clone(s.Name) // the block is only lent
+		return err
+	})
+	return s, ok, err
 }
 
 // findIn finds the used entry called name in block lblk read as b. A leaf
@@ -300,7 +341,6 @@ func (d *Dir) DxLookup(name []byte) (Result, error) {
 			return Result{}, err
 		}
 		if ok {
-			s.Name = bytes.Clone(s.Name)
 			return Result{Entry: s.Entry, Block: lblk, Offset: s.Off}, nil
 		}
 		more, err := d.nextLeaf(frames, hash)
@@ -319,19 +359,21 @@ func (d *Dir) DxLookup(name []byte) (Result, error) {
 // pretend to be.
 func (d *Dir) LinearLookup(name []byte) (Result, error) {
 	for lblk := uint32(0); lblk < d.NBlocks; lblk++ {
-		b, err := d.block(lblk, "directory block", false)
-		if err != nil {
-			return Result{}, err
-		}
-		if b == nil {
-			continue
-		}
-		s, ok, err := d.findIn(lblk, b, name, d.isIndexBlock(lblk, b))
+		var s Slot
+		var ok bool
+		err := d.viewBlock(lblk, "directory block", false, func(b []byte) error {
+			if b == nil {
+				return nil
+			}
+			var err error
+			s, ok, err = d.findIn(lblk, b, name, d.isIndexBlock(lblk, b))
+			s.Name = bytes.Clone(s.Name)
+			return err
+		})
 		if err != nil {
 			return Result{}, err
 		}
 		if ok {
-			s.Name = bytes.Clone(s.Name)
 			return Result{Entry: s.Entry, Block: lblk, Offset: s.Off}, nil
 		}
 	}
