@@ -78,7 +78,7 @@ func (f *FS) mapping(n *node) ([]run, error) {
 func (f *FS) extentTree(n *node, in *inode.Inode) *extent.Tree {
 	return &extent.Tree{
 		Root: in.Block[:], Read: extent.BlockReader(f.blockReader("extent tree block")),
-		View:      f.blockViewer("extent tree block"),
+		View:      f.viewExtentBlock,
 		BlockSize: int(f.blockSize), FirstDataBlock: uint64(f.sb.FirstDataBlock),
 		BlocksCount: f.sb.BlocksCount(), Csum: f.csum && !f.opts.IgnoreChecksums,
 		Seed: inode.Seed(f.seed, n.ino, in.Generation), Ino: n.ino,

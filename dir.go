@@ -81,7 +81,7 @@ func (f *FS) dirOf(n *node) (*dir.Dir, error) {
 		if !ok {
 			return fn(nil)
 		}
-		return f.viewBlock(p, "directory block", fn)
+		return f.viewDirBlock(p, fn)
 	}
 	return &dir.Dir{
 		Format:   f.dirFormat(),

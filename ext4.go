@@ -84,9 +84,12 @@ type FS struct {
 	hugeFile  bool
 	is64      bool
 
-	tm    *txn.Manager // metadata block cache and transactions
-	cache inodeCache
-	w     *writer // nil when read-only
+	tm *txn.Manager // metadata block cache and transactions
+	// The lookups' readers of directory and extent tree blocks, lent
+	// the cached block (blockViewer), made once.
+	viewDirBlock, viewExtentBlock func(blk uint64, fn func(b []byte) error) error
+	cache                         inodeCache
+	w                             *writer // nil when read-only
 
 	orphans    []*node // inodes on the orphan list, head first; w.orphanMu
 	xattrCache xattrBlockCache
@@ -193,6 +196,8 @@ func newFS(d dev.Device, opts *Options, reproducible bool) (*FS, error) {
 		topts = txn.Options{MaxDirty: 1024, CacheBlocks: 2048}
 	}
 	f.tm = txn.NewManager(metaDev{d, f}, int(f.blockSize), sb.BlocksCount(), commit, topts)
+	f.viewDirBlock = f.blockViewer("directory block")
+	f.viewExtentBlock = f.blockViewer("extent tree block")
 	if err := f.loadGroups(); err != nil {
 		return nil, err
 	}
@@ -311,24 +316,6 @@ func (f *FS) readBlock(blk uint64, what string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	return b, nil
-}
-
-// viewBlock calls fn with filesystem block blk's cached content, which fn
-// must neither keep nor change (readBlock without the copy), refusing
-// blocks outside the filesystem.
-func (f *FS) viewBlock(blk uint64, what string, fn func(b []byte) error) error {
-	if blk >= f.sb.BlocksCount() || blk == 0 && f.blockSize > 1024 {
-		return &CorruptError{What: what, Block: int64(blk), Detail: fmt.Sprintf("block number outside the filesystem (%d blocks)", f.sb.BlocksCount())}
-	}
-	var fnErr error
-	err := f.tm.View(blk, func(b []byte) error {
-		fnErr = fn(b)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("read %s: %w", what, err)
-	}
-	return fnErr
 }
 
 // metaDev is the device as the metadata cache reads it: each read (a

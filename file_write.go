@@ -132,7 +132,14 @@ type fileMap interface {
 
 type extentMap struct{ *extent.Editor }
 
-func (m extentMap) Lookup(lblk uint32) (extent.Mapping, error) { return m.Tree().Lookup(lblk) }
+// Lookup reads the tree lent the cached blocks: it changes nothing.
+func (m extentMap) Lookup(lblk uint32) (extent.Mapping, error) {
+	t := m.Tree()
+	if s, ok := m.Store.(*extStore); ok {
+		t.View = s.f.viewExtentBlock
+	}
+	return t.Lookup(lblk)
+}
 
 // Insert maps a hole. The writers only insert where a lookup found a
 // hole, so a mapped block there means the inode contradicts itself (say,
