@@ -111,6 +111,13 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		// Replies carry bytes, not file descriptors: splicing them gains
 		// nothing, and a 1 MiB read does not fit a pipe with its header.
 		DisableSplice: true,
+		// Symlinks never change (a new target is a new inode), and
+		// every change of file data goes through the kernel's mount,
+		// which updates or drops its pages itself: its automatic
+		// invalidation on a changed mtime would only drop the pages
+		// of every file this mount has just written.
+		EnableSymlinkCaching:     true,
+		ExplicitDataCacheControl: true,
 		Options:       append([]string(nil), o.ExtraOptions...),
 	}
 	if mo.FsName == "" {
@@ -700,8 +707,18 @@ func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, o
 		return st
 	}
 	out.Fh = r.handles.add(f, appending)
+	out.OpenFlags |= keepCache
 	return fuse.OK
 }
+
+// keepCache lets the kernel keep a file's cached pages from one open to
+// the next (FOPEN_KEEP_CACHE), as a local filesystem does: every change
+// of file data goes through the kernel's mount (writes, truncates,
+// fallocate and copy_file_range invalidate or update the pages
+// themselves), so the pages cannot go stale while this server owns the
+// image. Without it each open drops them: every read of a file written
+// or read a moment ago came back to the server.
+const keepCache = fuse.FOPEN_KEEP_CACHE
 
 func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	n, st := r.node(in.NodeId)
@@ -713,6 +730,7 @@ func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 		return status(err)
 	}
 	out.Fh = r.handles.add(f, appending)
+	out.OpenFlags |= keepCache
 	return fuse.OK
 }
 

@@ -1,0 +1,128 @@
+package fusefs_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/internal/testutil"
+)
+
+// TestMountPageCache: the kernel keeps a file's pages across opens and
+// does not drop them when the mtime changes (keepCache, explicit data
+// cache control), so every change of data must reach its page cache.
+// Each step changes a file whose pages are cached, then reads it through
+// a new open and compares with a model; after unmount the library reads
+// the same bytes.
+func TestMountPageCache(t *testing.T) {
+	requireFUSE(t)
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 64<<20, "-t", "ext4")
+	dir, fsys, srv := mount(t, image)
+	name := filepath.Join(dir, "f")
+	model := bytes.Repeat([]byte("A"), 64<<10)
+	if err := os.WriteFile(name, model, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "src"), bytes.Repeat([]byte("B"), 8192), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check := func(step string) {
+		t.Helper()
+		got, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if !bytes.Equal(got, model) {
+			t.Fatalf("after %s the mount reads %d bytes that differ from the model (%d bytes)", step, len(got), len(model))
+		}
+	}
+	withFile := func(step string, fn func(fd int) error) {
+		t.Helper()
+		check("before " + step) // the pages are cached
+		fd, err := unix.Open(name, unix.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = fn(fd)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		check(step)
+	}
+	zero := func(off, n int) { clear(model[off : off+n]) }
+
+	withFile("overwrite", func(fd int) error {
+		_, err := unix.Pwrite(fd, []byte("xyz"), 100)
+		copy(model[100:], "xyz")
+		return err
+	})
+	withFile("zero range", func(fd int) error {
+		zero(4096, 4096)
+		return unix.Fallocate(fd, unix.FALLOC_FL_ZERO_RANGE, 4096, 4096)
+	})
+	withFile("zero range (partial blocks)", func(fd int) error {
+		zero(9000, 3000)
+		return unix.Fallocate(fd, unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, 9000, 3000)
+	})
+	withFile("punch", func(fd int) error {
+		zero(16384, 5000)
+		return unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 16384, 5000)
+	})
+	withFile("copy_file_range", func(fd int) error {
+		src, err := unix.Open(filepath.Join(dir, "src"), unix.O_RDONLY, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(src)
+		off := int64(32768 + 100)
+		n, err := unix.CopyFileRange(src, nil, fd, &off, 8192, 0)
+		copy(model[32768+100:], bytes.Repeat([]byte("B"), n))
+		return err
+	})
+	withFile("truncate down", func(fd int) error {
+		model = model[:50000]
+		return unix.Ftruncate(fd, 50000)
+	})
+	withFile("truncate up", func(fd int) error {
+		model = append(model, make([]byte, 20000)...)
+		return unix.Ftruncate(fd, 70000)
+	})
+	withFile("write past the end", func(fd int) error {
+		model = append(model, make([]byte, 10000)...)
+		model = append(model, "tail"...)
+		_, err := unix.Pwrite(fd, []byte("tail"), 80000)
+		return err
+	})
+	withFile("mmap write", func(fd int) error {
+		m, err := unix.Mmap(fd, 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			return err
+		}
+		copy(m[5000:], "mapped")
+		copy(model[5000:], "mapped")
+		if err := unix.Msync(m, unix.MS_SYNC); err != nil {
+			return err
+		}
+		return unix.Munmap(m)
+	})
+	unmount(t, srv, fsys)
+	testutil.RequireFsckClean(t, image)
+	ours, err := ext4go.Open(image, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ours.Close()
+	got, err := ours.ReadFile("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, model) {
+		t.Fatalf("after unmount ext4go reads %d bytes that differ from the model (%d)", len(got), len(model))
+	}
+}
