@@ -361,6 +361,11 @@ func (ac *allocCtx) regular() error {
 		ac.g.group, ac.g.start, ac.gStart = a.loadStreamGoal(ac.ino)
 		ac.flags &^= FlagTryGoal
 		ac.streamStart = int64(ac.g.group)
+		if ac.t.StreamSpread && !a.legacy {
+			if err := ac.spreadStream(); err != nil || ac.status == acFound {
+				return err
+			}
+		}
 	}
 	ac.cr = CrGoalLenFast
 	if ac.order2 > 0 {
