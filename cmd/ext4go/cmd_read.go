@@ -45,7 +45,7 @@ func openRead(e *env, name string, defs []optDef, args []string, min, max int) (
 	if err != nil {
 		return nil, nil, imageError(c, o.args[0], err, true)
 	}
-	o.args = o.args[1:]
+	o.image, o.args = o.args[0], o.args[1:]
 	return fsys, o, nil
 }
 

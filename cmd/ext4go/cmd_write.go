@@ -171,6 +171,9 @@ func (d optDef) key() string {
 type opts struct {
 	vals map[string][]string // by optDef.key, in order ("" for flags)
 	args []string            // operands
+	// image is the IMAGE operand as given, once openRead has taken it
+	// from args.
+	image string
 }
 
 func (o *opts) has(k string) bool { return len(o.vals[k]) > 0 }
