@@ -5,16 +5,11 @@ package main
 // (extents per file, block groups holding their data).
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"io"
-	"os/exec"
-	"regexp"
 	"slices"
-	"strconv"
 
 	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/internal/freefrag"
 )
 
 // freeSpace is a filesystem's geometry and its free space.
@@ -40,58 +35,36 @@ type freeBucket struct {
 }
 
 // measureFreeSpace reads the free space of the ext4 filesystem on the
-// image or device at path, which must not change meanwhile (closed, or
-// frozen by the kernel).
+// image or device at path from its block bitmaps (FS.FreeExtents, counted
+// as e2freefrag counts them). Nothing may change the filesystem meanwhile:
+// it is closed, or frozen by the kernel.
 func measureFreeSpace(path string) (*freeSpace, error) {
 	fsys, err := ext4go.Open(path, nil)
 	if err != nil {
 		return nil, err
 	}
+	defer fsys.Close()
 	in := fsys.Info()
-	fsys.Close()
-	fsp := &freeSpace{BlockSize: in.BlockSize, BlocksPerGroup: in.BlocksPerGroup, FirstDataBlock: in.FirstDataBlock, Blocks: in.BlocksCount}
-	if err := e2freefragHistogram(path, fsp); err != nil {
+	counter, err := freefrag.NewCounter(freefrag.Geometry{BlockSize: in.BlockSize, BlocksCount: in.BlocksCount,
+		FirstDataBlock: uint64(in.FirstDataBlock), FreeBlocks: in.FreeBlocks}, 0)
+	if err != nil {
 		return nil, err
+	}
+	if err := fsys.FreeExtents(func(start, length uint64) error { counter.Add(start, length); return nil }); err != nil {
+		return nil, fmt.Errorf("free extents of %s: %w", path, err)
+	}
+	r := counter.Report()
+	fsp := &freeSpace{BlockSize: in.BlockSize, BlocksPerGroup: in.BlocksPerGroup, FirstDataBlock: in.FirstDataBlock,
+		Blocks: in.BlocksCount, FreeBlocks: r.ExtentBlocks, FreeExtents: r.Extents}
+	for _, b := range r.Histogram {
+		if b.Extents > 0 {
+			fsp.Histogram = append(fsp.Histogram, freeBucket{MinBytes: b.MinBytes(in.BlockSize), Extents: b.Extents, Blocks: b.Blocks})
+		}
 	}
 	if fsp.FreeExtents > 0 {
 		fsp.MeanFreeExtent = float64(fsp.FreeBlocks) * float64(fsp.BlockSize) / float64(fsp.FreeExtents)
 	}
 	return fsp, nil
-}
-
-// e2freefragHistogram fills fsp's free counts and histogram from
-// e2freefrag's report of path.
-func e2freefragHistogram(path string, fsp *freeSpace) error {
-	out, err := exec.Command("e2freefrag", path).Output()
-	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
-			err = fmt.Errorf("%v: %s", err, bytes.TrimSpace(ee.Stderr))
-		}
-		return fmt.Errorf("e2freefrag %s: %w", path, err)
-	}
-	return parseE2freefrag(bytes.NewReader(out), fsp)
-}
-
-// e2freefragBucket matches a histogram line: "  64M..  128M-  :  8  249189  100.00%".
-var e2freefragBucket = regexp.MustCompile(`^\s*(\d+)([KMGTPE])\.\.\.?\s*\d+[KMGTPE]-\s*:\s*(\d+)\s+(\d+)\s`)
-
-func parseE2freefrag(r io.Reader, fsp *freeSpace) error {
-	sc := bufio.NewScanner(r)
-	units := map[string]uint64{"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50, "E": 1 << 60}
-	for sc.Scan() {
-		line := sc.Text()
-		m := e2freefragBucket.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		low, _ := strconv.ParseUint(m[1], 10, 64)
-		ext, _ := strconv.ParseUint(m[3], 10, 64)
-		blocks, _ := strconv.ParseUint(m[4], 10, 64)
-		fsp.Histogram = append(fsp.Histogram, freeBucket{MinBytes: low * units[m[2]], Extents: ext, Blocks: blocks})
-		fsp.FreeExtents += ext
-		fsp.FreeBlocks += blocks
-	}
-	return sc.Err()
 }
 
 // fileLayout is a file's physical layout: its extents with physically

@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -78,6 +81,7 @@ func TestBenchAgeLibrary(t *testing.T) {
 		t.Errorf("image %q, want %q", r.KeptImage, img)
 	}
 	testutil.RequireFsckClean(t, img)
+	checkE2freefrag(t, img, r.Free)
 	benchJSON(t, &again, "age", "-size", "24M", "-fill", "70", "-seed", "3", "-keep", img)
 	if again.Digest != r.Digest || again.Ops != r.Ops {
 		t.Errorf("seed 3 planned %d ops (%s), then %d (%s)", r.Ops, r.Digest, again.Ops, again.Digest)
@@ -143,6 +147,7 @@ func TestBenchWorkloadKernel(t *testing.T) {
 	}
 	testutil.Unmount(t, mnt)
 	testutil.RequireFsckClean(t, img)
+	checkE2freefrag(t, img, kern.Free)
 
 	testutil.Mke2fs(t, img, 32<<20, "-t", "ext4", "-E", "lazy_itable_init=0,lazy_journal_init=0")
 	mnt = testutil.Mount(t, img, false)
@@ -151,4 +156,25 @@ func TestBenchWorkloadKernel(t *testing.T) {
 	checkAppenders(t, &app, "kernel", "fsync", 3)
 	testutil.Unmount(t, mnt)
 	testutil.RequireFsckClean(t, img)
+}
+
+// checkE2freefrag compares the free space the bench measured with what
+// e2freefrag reports of the image: free extents and the blocks in them.
+func checkE2freefrag(t *testing.T, img string, f *freeSpace) {
+	t.Helper()
+	out, err := exec.Command("e2freefrag", img).CombinedOutput()
+	if err != nil {
+		t.Skipf("e2freefrag: %v: %s", err, out)
+	}
+	num := func(re string) uint64 {
+		m := regexp.MustCompile(re).FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("e2freefrag output lacks %q:\n%s", re, out)
+		}
+		n, _ := strconv.ParseUint(string(m[1]), 10, 64)
+		return n
+	}
+	if ext, free := num(`Num\. free extent: (\d+)`), num(`Free blocks: (\d+)`); ext != f.FreeExtents || free != f.FreeBlocks {
+		t.Errorf("e2freefrag: %d free extents, %d free blocks; the bench: %d, %d", ext, free, f.FreeExtents, f.FreeBlocks)
+	}
 }
