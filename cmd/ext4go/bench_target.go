@@ -68,8 +68,9 @@ type libTarget struct {
 
 // newLibTarget makes a fresh filesystem of size bytes with ext4go's mkfs
 // defaults (those of mkfs.ext4) and opens it for writing. With keep the
-// image is written there and left after the bench; otherwise it lives in a
-// temporary directory that cleanup removes.
+// image is written there (a path that must not exist yet) and left after
+// the bench; otherwise it lives in a temporary directory that cleanup
+// removes.
 func newLibTarget(size int64, keep string) (*libTarget, error) {
 	t := &libTarget{image: keep}
 	if keep == "" {
@@ -78,8 +79,9 @@ func newLibTarget(size int64, keep string) (*libTarget, error) {
 			return nil, err
 		}
 		t.tmp, t.image = tmp, filepath.Join(tmp, "bench.img")
-	} else if err := os.Remove(keep); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("-keep: %w", err)
+	} else if _, err := os.Lstat(keep); !errors.Is(err, fs.ErrNotExist) {
+		// Never overwrite what is there: it may be someone's image.
+		return nil, fmt.Errorf("-keep %s: the file exists (give a new path)", keep)
 	}
 	if err := mkfs.Format(t.image, mkfs.Options{Size: size}); err != nil {
 		t.cleanup()

@@ -82,7 +82,10 @@ func TestBenchAgeLibrary(t *testing.T) {
 	}
 	testutil.RequireFsckClean(t, img)
 	checkE2freefrag(t, img, r.Free)
-	benchJSON(t, &again, "age", "-size", "24M", "-fill", "70", "-seed", "3", "-keep", img)
+	if code, _, errs := cli("", "bench", "age", "-size", "24M", "-keep", img); code == 0 || !strings.Contains(errs, "exists") {
+		t.Errorf("-keep over an existing file: exit %d: %s", code, errs)
+	}
+	benchJSON(t, &again, "age", "-size", "24M", "-fill", "70", "-seed", "3")
 	if again.Digest != r.Digest || again.Ops != r.Ops {
 		t.Errorf("seed 3 planned %d ops (%s), then %d (%s)", r.Ops, r.Digest, again.Ops, again.Digest)
 	}
