@@ -695,8 +695,13 @@ func (f *FS) fallocChunk(n *node, lblk, last uint64) (uint64, error) {
 	if !mp.Hole() {
 		return want, nil
 	}
-	// Open for write: fallocate needs a file opened for writing.
-	req := mballoc.Request{Inode: n.ino, Logical: lblk, Len: uint32(min(want, extent.UnwrittenMaxLen)), Flags: mballoc.FlagData,
+	// Open for write: fallocate needs a file opened for writing. Space
+	// past the end is an append: the file is growing.
+	flags := mballoc.FlagData
+	if lblk*uint64(f.blockSize) >= in.Size {
+		flags |= mballoc.FlagAppend
+	}
+	req := mballoc.Request{Inode: n.ino, Logical: lblk, Len: uint32(min(want, extent.UnwrittenMaxLen)), Flags: flags,
 		FileSize: in.Size, OpenForWrite: true}
 	ext, err := f.mapNew(h, in, s, ed, req, true, nil)
 	if err != nil {

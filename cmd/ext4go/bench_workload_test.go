@@ -106,6 +106,9 @@ func TestBenchAppendersLibrary(t *testing.T) {
 		var r appendersResult
 		benchJSON(t, &r, append([]string{"appenders", "-p", "3", "-size", "2M", "-write", "16K", "-fs-size", "32M", "-keep", img}, m.args...)...)
 		checkAppenders(t, &r, "ext4go", m.mode, 3)
+		if m.mode == "fallocate" && r.Layout.MaxExtents != 1 {
+			t.Errorf("fallocate appends: %+v, want one extent a file", r.Layout)
+		}
 		testutil.RequireFsckClean(t, img)
 	}
 }

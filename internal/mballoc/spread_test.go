@@ -122,3 +122,43 @@ func TestLargestRun(t *testing.T) {
 		t.Fatalf("largest run %d+%d, want 64+16", s, n)
 	}
 }
+
+// TestAppendStreams: a small first request of a file is a locality-group
+// allocation, as in the kernel, unless it is an append (space asked for
+// ahead of the data past the file's end, as fallocate appends do): that
+// streams, and the file's next request continues it.
+func TestAppendStreams(t *testing.T) {
+	gm := GeometryFor(1<<30, 4096)
+	s, _ := NewMemStore(gm, MemStoreOptions{})
+	a, err := New(gm, s, Config{CPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := Request{Inode: 20, Len: 16, Flags: FlagData, OpenForWrite: true}
+	if _, err := a.Allocate(nil, small); err != nil {
+		t.Fatal(err)
+	}
+	if a.inodeState(20, false) != nil {
+		t.Fatal("a small first request streamed")
+	}
+	app := Request{Inode: 21, Len: 16, Flags: FlagData | FlagAppend, OpenForWrite: true}
+	first, err := a.Allocate(nil, app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.inodeState(21, false) == nil {
+		t.Fatal("an append did not stream")
+	}
+	app.Logical, app.FileSize, app.LeftLogical, app.LeftPhysical = 16, 16*4096, 15, first.End()-1
+	next, err := a.Allocate(nil, app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Start != first.End() {
+		t.Errorf("the second append at %d, not after the first (%v)", next.Start, first)
+	}
+	a.DiscardInodePrealloc(21)
+	if err := a.CheckConsistency(); err != nil {
+		t.Fatal(err)
+	}
+}
