@@ -253,10 +253,7 @@ func runAge(t benchTarget, seed uint64, fill float64, syncEvery int) (*ageResult
 	}
 	start := time.Now()
 	live := map[int]int64{} // file -> size, as the plan has it
-	buf := make([]byte, 1<<20)
-	for i := range buf {
-		buf[i] = byte(i*7 + 1) // not zeros, which nothing should treat specially
-	}
+	buf := benchData(1 << 20)
 	for i, op := range plan.ops {
 		if err := runAgeOp(t, op, live, buf); err != nil {
 			return nil, fmt.Errorf("operation %d (%s of %s, %d bytes): %w", i, ageOpNames[op.kind], ageFileName(op.file), op.size, err)
@@ -275,14 +272,9 @@ func runAge(t benchTarget, seed uint64, fill float64, syncEvery int) (*ageResult
 	for f := range live {
 		names = append(names, ageFileName(f))
 	}
-	layouts, err := collectLayouts(t, names)
-	if err != nil {
+	if res.Free, res.Layout, err = measureTarget(t, names); err != nil {
 		return nil, err
 	}
-	if res.Free, err = t.finish(); err != nil {
-		return nil, err
-	}
-	res.Layout = summarizeLayout(layouts, res.Free)
 	return res, nil
 }
 

@@ -126,10 +126,7 @@ func runAppenders(t benchTarget, p int, size, write, fsyncEvery int64, falloc bo
 		}
 		files[i] = f
 	}
-	buf := make([]byte, write)
-	for i := range buf {
-		buf[i] = byte(i*7 + 1)
-	}
+	buf := benchData(int(write))
 	errs := make([]error, p)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -154,14 +151,10 @@ func runAppenders(t benchTarget, p int, size, write, fsyncEvery int64, falloc bo
 	}
 	res.Seconds = time.Since(start).Seconds()
 	res.MiBPerSec = float64(size) * float64(p) / (1 << 20) / res.Seconds
-	layouts, err := collectLayouts(t, names)
-	if err != nil {
+	var err error
+	if res.Free, res.Layout, err = measureTarget(t, names); err != nil {
 		return nil, err
 	}
-	if res.Free, err = t.finish(); err != nil {
-		return nil, err
-	}
-	res.Layout = summarizeLayout(layouts, res.Free)
 	return res, nil
 }
 

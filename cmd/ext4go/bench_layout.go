@@ -134,6 +134,30 @@ func summarizeLayout(files []fileLayout, fsp *freeSpace) layoutStats {
 	return s
 }
 
+// measureTarget measures t after a workload: the layout of the named
+// files, then (ending the workload) the free space.
+func measureTarget(t benchTarget, names []string) (*freeSpace, layoutStats, error) {
+	layouts, err := collectLayouts(t, names)
+	if err != nil {
+		return nil, layoutStats{}, err
+	}
+	fsp, err := t.finish()
+	if err != nil {
+		return nil, layoutStats{}, err
+	}
+	return fsp, summarizeLayout(layouts, fsp), nil
+}
+
+// benchData returns n bytes to write: not zeros, which nothing should
+// treat specially.
+func benchData(n int) []byte {
+	buf := make([]byte, n)
+	for i := range buf {
+		buf[i] = byte(i*7 + 1)
+	}
+	return buf
+}
+
 // collectLayouts reads the layout of each named file of t.
 func collectLayouts(t benchTarget, names []string) ([]fileLayout, error) {
 	out := make([]fileLayout, 0, len(names))
