@@ -636,7 +636,12 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 			return err
 		}
 	}
-	f.w.balloc.DiscardInodePrealloc(n.ino)
+	if mode&(FallocPunchHole|FallocZeroRange) != 0 {
+		// Their blocks change under the preallocation's window; a plain
+		// allocation keeps it, so fallocate appends use it as the
+		// kernel's do and grow the file in one run.
+		f.w.balloc.DiscardInodePrealloc(n.ino)
+	}
 	bs := f.blockSize
 	firstFull := uint64((off + bs - 1) / bs)
 	endFull := uint64(end / bs) // whole blocks [firstFull, endFull)
@@ -700,7 +705,14 @@ func (f *FS) fallocChunk(n *node, lblk, last uint64) (uint64, error) {
 	if !mp.Hole() {
 		return want, nil
 	}
-	req := mballoc.Request{Inode: n.ino, Logical: lblk, Len: uint32(min(want, extent.UnwrittenMaxLen)), Flags: mballoc.FlagData, FileSize: in.Size}
+	// Open for write: fallocate needs a file opened for writing. Space
+	// past the end is an append: the file is growing.
+	flags := mballoc.FlagData
+	if lblk*uint64(f.blockSize) >= in.Size {
+		flags |= mballoc.FlagAppend
+	}
+	req := mballoc.Request{Inode: n.ino, Logical: lblk, Len: uint32(min(want, extent.UnwrittenMaxLen)), Flags: flags,
+		FileSize: in.Size, OpenForWrite: true}
 	ext, err := f.mapNew(h, in, s, ed, req, true, nil)
 	if err != nil {
 		return 0, err

@@ -13,7 +13,7 @@ import (
 // examples are shown at the end of each command's --help.
 var examples = map[string][]string{
 	"batch":      {"printf 'mkdir /etc\\nput hosts /etc/hosts\\n' | ext4go batch disk.img"},
-	"bench":      {"ext4go bench alloc -p 1,2,4", "ext4go bench read --compare disk.img"},
+	"bench":      {"ext4go bench alloc -p 1,2,4", "ext4go bench read --compare disk.img", "ext4go bench age --seed 7 --json", "ext4go bench appenders --fsync-every 1M", "scripts/bench-age.sh appenders --fallocate"},
 	"cat":        {"ext4go cat disk.img /etc/hostname"},
 	"chmod":      {"ext4go chmod disk.img 0755 /usr/bin/tool", "ext4go chmod -R disk.img u+w /srv"},
 	"chown":      {"ext4go chown -R disk.img 1000:1000 /home/user"},

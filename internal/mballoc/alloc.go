@@ -24,8 +24,14 @@ const (
 	FlagMerge
 	// FlagTryGoal tries the goal extent before scanning.
 	FlagTryGoal
+	// FlagAppend marks space asked for ahead of a file's data past its
+	// end (fallocate appends): the file is growing, so the request
+	// streams however small the file still is, instead of going to a
+	// locality group as the kernel sends a 16-block file (ext4go's own:
+	// otherwise every fallocate appender starts with a stray extent).
+	FlagAppend
 
-	publicFlags = FlagData | FlagNoPrealloc | FlagGoalOnly | FlagMerge | FlagTryGoal
+	publicFlags = FlagData | FlagNoPrealloc | FlagGoalOnly | FlagMerge | FlagTryGoal | FlagAppend
 )
 
 // Internal flags.
@@ -216,7 +222,7 @@ func (ac *allocCtx) groupOrFile() {
 		inodeOK = false
 	}
 	size = max(size, isize)
-	if size<<gm.clusterBits > uint64(ac.t.StreamReq) {
+	if size<<gm.clusterBits > uint64(ac.t.StreamReq) || ac.flags&FlagAppend != 0 {
 		groupOK = false
 	}
 	if !groupOK {
@@ -361,6 +367,11 @@ func (ac *allocCtx) regular() error {
 		ac.g.group, ac.g.start, ac.gStart = a.loadStreamGoal(ac.ino)
 		ac.flags &^= FlagTryGoal
 		ac.streamStart = int64(ac.g.group)
+		if ac.t.StreamSpread && !a.legacy {
+			if err := ac.spreadStream(); err != nil || ac.status == acFound {
+				return err
+			}
+		}
 	}
 	ac.cr = CrGoalLenFast
 	if ac.order2 > 0 {

@@ -110,7 +110,11 @@ type Allocator struct {
 
 	lgs []localityGroup
 
-	inodes   [64]inodeShard
+	inodes [64]inodeShard
+	// streams counts the inodes with preallocation state: files streaming
+	// now (the state goes at their last close), which stream spreading
+	// keeps apart.
+	streams  atomic.Int64
 	deferred [16]deferShard
 	pending  atomic.Int64 // clusters freed by uncommitted transactions
 

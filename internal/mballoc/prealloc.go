@@ -89,6 +89,7 @@ func (a *Allocator) inodeState(ino uint32, create bool) *inodeState {
 	if is == nil && create {
 		is = &inodeState{}
 		sh.m[ino] = is
+		a.streams.Add(1)
 	}
 	return is
 }
@@ -458,6 +459,7 @@ func (a *Allocator) DiscardInodePrealloc(ino uint32) {
 	if is == nil {
 		return
 	}
+	a.streams.Add(-1)
 	is.mu.Lock()
 	pas := is.pas
 	is.pas = nil

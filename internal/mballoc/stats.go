@@ -29,8 +29,8 @@ func (c Criterion) String() string {
 }
 
 // Stats are the allocator's counters, like the kernel's mb_stats file. They
-// are only counted while Tunables.Stats is on, except Buddies and
-// LostChunks, which are always kept.
+// are only counted while Tunables.Stats is on, except Buddies, LostChunks
+// and Spread, which are always kept.
 type Stats struct {
 	Requests         uint64 // allocations that ran the regular allocator
 	Allocated        uint64 // clusters those allocations returned
@@ -49,6 +49,7 @@ type Stats struct {
 	Preallocated     uint64 // clusters put into new preallocations
 	Discarded        uint64 // preallocated clusters given back unused
 	ENOSPCRetries    uint64 // retries after discarding preallocations
+	Spread           uint64 // stream allocations placed by spreading (ext4go's, see Tunables.StreamSpread)
 	Hits             [numCriteria]uint64
 	GroupsConsidered [numCriteria]uint64
 	Failed           [numCriteria]uint64 // passes that found nothing
@@ -59,6 +60,7 @@ type statCounters struct {
 	requests, allocated, success, goals, streamGoals, lenGoals, breaks atomic.Uint64
 	extentsScanned, groupsScanned, trylockMisses, lostChunks, buddies  atomic.Uint64
 	inodePAHits, groupPAHits, preallocated, discarded, enospcRetries   atomic.Uint64
+	spread                                                             atomic.Uint64
 	hits, considered, failed, crExtents                                [numCriteria]atomic.Uint64
 }
 
@@ -72,6 +74,7 @@ func (a *Allocator) Stats() Stats {
 		TryLockMisses: s.trylockMisses.Load(), LostChunks: s.lostChunks.Load(), Buddies: s.buddies.Load(),
 		InodePAHits: s.inodePAHits.Load(), GroupPAHits: s.groupPAHits.Load(),
 		Preallocated: s.preallocated.Load(), Discarded: s.discarded.Load(), ENOSPCRetries: s.enospcRetries.Load(),
+		Spread: s.spread.Load(),
 	}
 	for i := range numCriteria {
 		out.Hits[i] = s.hits[i].Load()
@@ -101,6 +104,6 @@ func (s Stats) WriteTo(w io.Writer) (int64, error) {
 		s.ExtentsScanned, s.Goals, s.StreamGoals, s.LenGoals, s.Breaks, s.LostChunks)
 	p("\ttrylock_misses: %d\n\tbuddies_generated: %d\n\tpreallocated: %d\n\tdiscarded: %d\n",
 		s.TryLockMisses, s.Buddies, s.Preallocated, s.Discarded)
-	p("\tinode_pa_hits: %d\n\tgroup_pa_hits: %d\n\tenospc_retries: %d\n", s.InodePAHits, s.GroupPAHits, s.ENOSPCRetries)
+	p("\tinode_pa_hits: %d\n\tgroup_pa_hits: %d\n\tenospc_retries: %d\n\tstream_spread: %d\n", s.InodePAHits, s.GroupPAHits, s.ENOSPCRetries, s.Spread)
 	return n, nil
 }

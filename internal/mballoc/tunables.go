@@ -44,6 +44,12 @@ type Tunables struct {
 	MaxLinearGroups       uint32       // mb_max_linear_groups: groups scanned linearly before the indexes
 	BestAvailMaxTrimOrder uint32       // mb_best_avail_max_trim_order: how far "best available" shrinks a goal
 	OptimizeScan          OptimizeScan // mb_optimize_scan
+	// StreamSpread is ext4go's own, not the kernel's: a stream that
+	// cannot grow at its goal is placed in the middle of a group's largest
+	// free run, so that concurrent streams leave each other room to grow
+	// contiguously (see spread.go). Off, streams are placed as the kernel
+	// places them. Never used by the legacy allocator.
+	StreamSpread bool
 }
 
 // DefaultTunables returns the kernel's defaults for a filesystem with the
@@ -62,6 +68,7 @@ func DefaultTunables(clusterRatio uint32) Tunables {
 		MaxLinearGroups:       0,
 		BestAvailMaxTrimOrder: 3,
 		OptimizeScan:          OptimizeScanAuto,
+		StreamSpread:          true,
 	}
 }
 

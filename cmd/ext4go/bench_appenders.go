@@ -1,0 +1,185 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+)
+
+func init() {
+	benchKinds["appenders"] = benchKind{
+		usage:   "appenders [-p N] [--size BYTES] [--write BYTES] [--fsync-every BYTES] [--fallocate] [--fs-size BYTES] [--keep IMAGE] [--dir MOUNTPOINT] [--json]",
+		summary: "N concurrent appenders, each writing its own file in fixed-size appends up to --size (optionally fsyncing every so many bytes, or fallocating each chunk before writing it), then report extents per file, block groups touched and throughput; through ext4go on a fresh image, or with -dir through system calls on a mounted one",
+		run:     benchAppenders,
+	}
+}
+
+// appendersResult is what bench appenders reports.
+type appendersResult struct {
+	Bench      string      `json:"bench"`
+	Config     string      `json:"config"`
+	Mode       string      `json:"mode"` // plain, fsync or fallocate
+	P          int         `json:"p"`
+	FileSize   int64       `json:"file_size"`
+	WriteSize  int64       `json:"write_size"`
+	FsyncEvery int64       `json:"fsync_every,omitempty"`
+	Seconds    float64     `json:"seconds"`
+	MiBPerSec  float64     `json:"mib_per_sec"`
+	Layout     layoutStats `json:"layout"`
+	Free       *freeSpace  `json:"free_space"`
+	KeptImage  string      `json:"image,omitempty"`
+}
+
+func benchAppenders(e *env, c *command, args []string) error {
+	fl := newFlags(c, e)
+	p := fl.Int("p", 8, "concurrent appenders, one file each")
+	sizeFlag := fl.String("size", "32M", "bytes each appender writes")
+	writeFlag := fl.String("write", "64K", "bytes of each append")
+	fsyncFlag := fl.String("fsync-every", "", "fsync each file after every so many bytes (e.g. 1M)")
+	falloc := fl.Bool("fallocate", false, "fallocate each chunk before writing it (fallocate appends)")
+	fsSizeFlag := fl.String("fs-size", "1G", "size of the fresh image (without -dir)")
+	keep := fl.String("keep", "", "write the image here and keep it (without -dir)")
+	dirFlag := fl.String("dir", "", "run with system calls on the filesystem mounted here (its root; a fresh one) instead of through ext4go")
+	asJSON := fl.Bool("json", false, "print the result as one JSON object")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if fl.NArg() > 0 {
+		return usagef("unexpected argument %q", fl.Arg(0))
+	}
+	if *p < 1 || *p > 1024 {
+		return usagef("-p %d: want 1 to 1024 appenders", *p)
+	}
+	size, err := parseSize(*sizeFlag)
+	if err != nil {
+		return usagef("bad -size: %v", err)
+	}
+	write, err := parseSize(*writeFlag)
+	if err != nil {
+		return usagef("bad -write: %v", err)
+	}
+	if write > 64<<20 {
+		return usagef("-write %s: at most 64M", *writeFlag)
+	}
+	var fsyncEvery uint64
+	if *fsyncFlag != "" {
+		if fsyncEvery, err = parseSize(*fsyncFlag); err != nil {
+			return usagef("bad -fsync-every: %v", err)
+		}
+	}
+	if fsyncEvery > 0 && *falloc {
+		return usagef("-fsync-every and -fallocate are separate modes: give one")
+	}
+	fsSize, err := parseSize(*fsSizeFlag)
+	if err != nil {
+		return usagef("bad -fs-size: %v", err)
+	}
+	if *dirFlag != "" && *keep != "" {
+		return usagef("-keep keeps the image ext4go made; with -dir there is none")
+	}
+	if *dirFlag == "" && size*uint64(*p) > fsSize/10*9 {
+		return usagef("%d appenders of %s do not fit a %s image (-fs-size)", *p, *sizeFlag, *fsSizeFlag)
+	}
+	target, cleanup, err := openBenchTarget(*dirFlag, int64(fsSize), *keep)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	res, err := runAppenders(target, *p, int64(size), int64(write), int64(fsyncEvery), *falloc)
+	if err != nil {
+		return err
+	}
+	res.KeptImage = *keep
+	if *asJSON {
+		return json.NewEncoder(e.stdout).Encode(res)
+	}
+	fmt.Fprintf(e.stdout, "appenders %s %s: %d x %s in %s appends", res.Config, res.Mode, res.P, formatBytes(float64(res.FileSize)), formatBytes(float64(res.WriteSize)))
+	if res.FsyncEvery > 0 {
+		fmt.Fprintf(e.stdout, ", fsync every %s", formatBytes(float64(res.FsyncEvery)))
+	}
+	fmt.Fprintf(e.stdout, ": %.2f s, %.1f MiB/s (with the final sync)\n", res.Seconds, res.MiBPerSec)
+	printLayout(e, res.Layout, res.Free)
+	return nil
+}
+
+// runAppenders runs p appenders, each in its own goroutine on its own
+// file, and measures the files afterwards.
+func runAppenders(t benchTarget, p int, size, write, fsyncEvery int64, falloc bool) (*appendersResult, error) {
+	res := &appendersResult{Bench: "appenders", Config: t.config(), Mode: "plain", P: p, FileSize: size, WriteSize: write, FsyncEvery: fsyncEvery}
+	switch {
+	case falloc:
+		res.Mode = "fallocate"
+	case fsyncEvery > 0:
+		res.Mode = "fsync"
+	}
+	names := make([]string, p)
+	files := make([]benchFile, p)
+	for i := range names {
+		names[i] = fmt.Sprintf("appender-%d", i)
+		f, err := t.create(names[i])
+		if err != nil {
+			for _, f := range files[:i] {
+				f.close()
+			}
+			return nil, err
+		}
+		files[i] = f
+	}
+	buf := benchData(int(write))
+	errs := make([]error, p)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, f := range files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = appendFile(f, buf, size, fsyncEvery, falloc)
+			if err := f.close(); errs[i] == nil {
+				errs[i] = err
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", names[i], err)
+		}
+	}
+	if err := t.sync(); err != nil {
+		return nil, err
+	}
+	res.Seconds = time.Since(start).Seconds()
+	res.MiBPerSec = float64(size) * float64(p) / (1 << 20) / res.Seconds
+	var err error
+	if res.Free, res.Layout, err = measureTarget(t, names); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// appendFile appends buf to f until it holds size bytes (the last append
+// cut short), fsyncing after every fsyncEvery bytes, or fallocating each
+// chunk before it is written.
+func appendFile(f benchFile, buf []byte, size, fsyncEvery int64, falloc bool) error {
+	var off, synced int64
+	for off < size {
+		n := min(int64(len(buf)), size-off)
+		if falloc {
+			if err := f.fallocate(off, n); err != nil {
+				return fmt.Errorf("fallocate at %d: %w", off, err)
+			}
+		}
+		if err := f.writeAt(buf[:n], off); err != nil {
+			return fmt.Errorf("write at %d: %w", off, err)
+		}
+		off += n
+		if fsyncEvery > 0 && off-synced >= fsyncEvery {
+			if err := f.sync(); err != nil {
+				return fmt.Errorf("fsync at %d: %w", off, err)
+			}
+			synced = off
+		}
+	}
+	return nil
+}

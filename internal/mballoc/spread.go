@@ -1,0 +1,127 @@
+package mballoc
+
+import "math/bits"
+
+// Stream spreading: ext4go's addition to the kernel's stream allocation.
+//
+// A stream whose goal (the blocks right after its file's last extent) is
+// taken gets a fresh place. The kernel gives it the first free chunk of a
+// group from the stream goal, which is where the concurrent streams got
+// theirs: their windows interleave, every window after the first lands
+// behind another stream's, and each becomes an extent (8 appenders of
+// 32 MiB, fsync every MiB: 7 extents per file). Spreading puts the fresh
+// window in the middle of the largest free run instead, halving the
+// largest gap as streams arrive, so each stream has room behind it and
+// its next windows find their goal free. Only concurrent streams are
+// spread: a lone writer packs its files as the kernel does.
+
+// spreadRoom is how many windows of free space a run must hold for a
+// stream to be placed in it: the stream's window, and room for it to grow.
+const spreadRoom = 4
+
+// spreadMaxGroups bounds the groups tried before falling back to the
+// kernel's criteria.
+const spreadMaxGroups = 8
+
+// spreadStream places a stream allocation that missed its goal in the
+// middle of the largest free run of the groups from the stream goal, if it
+// holds spreadRoom windows, while other files stream too (one writer at a
+// time, as an untar or a copy, is best served by the kernel's packing:
+// each file right after the one before). Busy groups are skipped, as at
+// the cheap criteria.
+func (ac *allocCtx) spreadStream() error {
+	a := ac.a
+	// This stream counts itself from its first stream allocation on (its
+	// state goes at the file's last close), so that streams starting
+	// together see each other before any has a preallocation.
+	a.inodeState(ac.ino, true)
+	if a.streams.Load() <= 1 {
+		return nil // alone, a stream grows where the kernel puts it
+	}
+	need := uint64(ac.g.len) * spreadRoom
+	if need > uint64(a.geo.cpg) {
+		return nil
+	}
+	minOrder := bits.Len64(need) - 2 // a run of need holds a chunk of at least need/4
+	ng := a.geo.groups
+	fs := a.geo.flexSize
+	gi := ac.g.group
+	if gi >= ng {
+		gi = 0
+	}
+	// The largest run of the groups looked at, so that streams starting
+	// together go to groups of their own while there are free ones.
+	var best struct {
+		gi, start, n uint32
+		ok           bool
+	}
+	for i := uint32(0); i < min(ng, spreadMaxGroups); i, gi = i+1, (gi+1)%ng {
+		g := &a.groups[gi]
+		if g.corrupt.Load() || uint64(g.free.Load()) < need || (fs >= 4 && gi%fs == 0) {
+			continue // the first group of a flex group is left to metadata
+		}
+		if g.loaded.Load() && (int(g.largest.Load()) < minOrder || (best.ok && g.free.Load() <= best.n)) {
+			continue
+		}
+		if !g.mu.TryLock() {
+			continue
+		}
+		if !g.loaded.Load() {
+			if err := a.loadLocked(g, gi); err != nil {
+				g.mu.Unlock()
+				continue
+			}
+		}
+		if start, n := g.b.largestRun(); !g.corrupt.Load() && uint64(n) >= need && n > best.n {
+			best.gi, best.start, best.n, best.ok = gi, start, n, true
+		}
+		g.mu.Unlock()
+	}
+	if !best.ok {
+		return nil
+	}
+	g, err := a.lockLoaded(best.gi)
+	if err != nil {
+		return nil
+	}
+	defer g.mu.Unlock()
+	start, n := g.b.largestRun() // again: it may have changed while unlocked
+	if g.corrupt.Load() || uint64(n) < need {
+		return nil
+	}
+	ac.found++
+	ac.b = fex{group: best.gi, start: spreadPlace(start, n, ac.g.len), len: ac.g.len}
+	if err := ac.useBestFound(g, best.gi); err != nil {
+		return err
+	}
+	a.stats.spread.Add(1)
+	return nil
+}
+
+// spreadPlace chooses where in the free run [start, start+n) a window of
+// length clusters goes: at the run's start if the run begins the group
+// (nothing grows into it from the left), else in its middle, aligned down
+// to the window's power of two so that the buddy stays in few chunks.
+func spreadPlace(start, n, length uint32) uint32 {
+	if start == 0 {
+		return 0
+	}
+	mid := start + n/2
+	if align := uint32(1) << (bits.Len32(length) - 1); mid&^(align-1) >= start {
+		mid &^= align - 1
+	}
+	return min(mid, start+n-length)
+}
+
+// largestRun returns the longest run of free clusters (the first of the
+// longest), or n 0 if none is free.
+func (b *buddy) largestRun() (start, n uint32) {
+	for i := nextZero(b.bitmap, b.firstFree, b.nbits); i < b.nbits; {
+		j := nextOne(b.bitmap, i, b.nbits)
+		if j-i > n {
+			start, n = i, j-i
+		}
+		i = nextZero(b.bitmap, j, b.nbits)
+	}
+	return start, n
+}
