@@ -118,7 +118,7 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		// of every file this mount has just written.
 		EnableSymlinkCaching:     true,
 		ExplicitDataCacheControl: true,
-		Options:       append([]string(nil), o.ExtraOptions...),
+		Options:                  append([]string(nil), o.ExtraOptions...),
 	}
 	if mo.FsName == "" {
 		mo.FsName = "ext4go"
