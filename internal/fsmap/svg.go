@@ -77,7 +77,10 @@ func (m *Map) mapSize() (w, h int) {
 	return cols * cellPx, (m.bins.n + gridCols - 1) / gridCols * cellPx
 }
 
-// usedClass returns the class of a bin's used fraction.
+// usedClass returns the class of the used fraction of a bin's blocks
+// that are not fixed metadata: the metadata has its own colours, and
+// counting it would shade every cell holding some (with flex_bg, every
+// flex group's first) as if files were there.
 func usedClass(blocks, free uint64) string {
 	free = min(free, blocks)
 	switch {
@@ -192,7 +195,7 @@ func (m *Map) layers() (base, bands, marks, highlight layer) {
 			if meta > 0 && meta*2 >= blocks {
 				return kindInfo[t.mainKind()].class
 			}
-			return usedClass(blocks, t.free)
+			return usedClass(blocks-min(meta, blocks), t.free)
 		}
 		runs(n, fill, func(c string, j0, j1 int) { base.rect(c, span(c, j0, j1)) })
 		runs(n, func(j int) string {
@@ -391,17 +394,17 @@ type legendItem struct {
 }
 
 type legendRow struct {
-	title string
-	items []legendItem
+	title  string
+	titleW int // room for the titles of all rows
+	items  []legendItem
 }
 
 const (
-	legendTitleW = 110
-	swatchPx     = 12
+	swatchPx = 12
 )
 
 func (r legendRow) width() int {
-	w := legendTitleW
+	w := r.titleW
 	for _, it := range r.items {
 		w += swatchPx + 4 + textWidth(it.text) + 14
 	}
@@ -410,7 +413,7 @@ func (r legendRow) width() int {
 
 func (r legendRow) write(w *bufio.Writer, x, y int) {
 	fmt.Fprintf(w, "<text x=\"%d\" y=\"%d\">%s</text>\n", x, y+swatchPx-1, escape(r.title))
-	x += legendTitleW
+	x += r.titleW
 	for _, it := range r.items {
 		switch {
 		case it.mark > 0:
@@ -429,7 +432,7 @@ func (r legendRow) write(w *bufio.Writer, x, y int) {
 }
 
 func (m *Map) legend(highlighted bool, label string) []legendRow {
-	rows := []legendRow{{title: "used fraction", items: []legendItem{
+	rows := []legendRow{{title: "used (not metadata)", items: []legendItem{
 		{class: "u0", text: "free"}, {class: "u1", text: "≤ 25% used"}, {class: "u2", text: "≤ 50%"},
 		{class: "u3", text: "≤ 75%"}, {class: "u4", text: "< 100%"}, {class: "u5", text: "all used"},
 	}}}
@@ -455,6 +458,13 @@ func (m *Map) legend(highlighted bool, label string) []legendRow {
 	}
 	if highlighted {
 		rows = append(rows, legendRow{title: "highlight", items: []legendItem{{class: "hl", text: "blocks of " + clip(label)}}})
+	}
+	titleW := 0
+	for _, r := range rows {
+		titleW = max(titleW, textWidth(r.title)+12)
+	}
+	for i := range rows {
+		rows[i].titleW = titleW
 	}
 	return rows
 }
