@@ -99,7 +99,7 @@ func readTruth(t *testing.T, img string) *e2fsprogsTruth {
 		// Long lists of free blocks go on over indented lines until
 		// the free inodes.
 		l := strings.TrimSpace(line)
-		if rest, ok := strings.CutPrefix(l, "Free blocks:"); ok {
+		if rest, ok := strings.CutPrefix(l, "Free blocks:"); ok && len(tr.groups) > 0 { // not the superblock's count
 			inFree, l = true, rest
 		} else if strings.HasPrefix(l, "Free inodes:") {
 			inFree = false
@@ -180,15 +180,46 @@ func (b *binTruth) wantClass(strip bool) string {
 		}
 	}
 	if !strip && meta > 0 && meta*2 >= b.blocks {
-		best := -1
-		for _, k := range stripOrder {
-			if best < 0 || b.meta[k] > b.meta[best] {
-				best = k
-			}
-		}
-		return kindClass[best]
+		return kindClass[b.mainKind()]
 	}
 	return usedClassOf(b.blocks-min(meta, b.blocks), b.free)
+}
+
+// mainKind is the kind of most blocks, the first in Kind order of
+// equals.
+func (b *binTruth) mainKind() int {
+	best := 0
+	for k := range int(fsmap.KindJournal) + 1 {
+		if b.meta[k] > b.meta[best] {
+			best = k
+		}
+	}
+	return best
+}
+
+// wantBand is the class of a cell's top band: metadata of at least a
+// 32nd of it, less than half.
+func (b *binTruth) wantBand() string {
+	if meta := b.metaBlocks(); meta > 0 && meta*32 >= b.blocks && meta*2 < b.blocks {
+		return kindClass[b.mainKind()]
+	}
+	return ""
+}
+
+// wantMark is the class of a cell's mark: its free blocks' mean extent
+// (the part of each free extent in it) below 64 KiB, 1 MiB, 16 MiB,
+// each limit at most half a group.
+func (b *binTruth) wantMark(blockSize, blocksPerGroup uint64) string {
+	if b.free == 0 {
+		return ""
+	}
+	mean := b.free * blockSize / b.freePieces
+	for i, lim := range []uint64{64 << 10, 1 << 20, 16 << 20} {
+		if mean < min(lim, blocksPerGroup*blockSize/2) {
+			return fmt.Sprintf("m%d", 3-i)
+		}
+	}
+	return ""
 }
 
 // expectedBins spreads e2fsprogs's view of the image, and the
@@ -239,7 +270,14 @@ func expectedBins(t *testing.T, m *fsmap.Map, tr *e2fsprogsTruth, highlight []bl
 		}
 	}
 	for _, r := range free {
-		spread(r.start, r.end, func(bt *binTruth, n uint64) { bt.free += n; bt.freePieces++ })
+		var last *binTruth // an extent counts once in a rectangle of many groups
+		spread(r.start, r.end, func(bt *binTruth, n uint64) {
+			bt.free += n
+			if bt != last {
+				bt.freePieces++
+			}
+			last = bt
+		})
 	}
 	for _, r := range highlight {
 		spread(r.start, r.end, func(bt *binTruth, n uint64) { bt.highlight += n })
@@ -302,6 +340,19 @@ func checkMap(t *testing.T, img, path string, highlight []blockRange) int {
 		if gotHL != (bt.highlight > 0) {
 			t.Errorf("rectangle %v: %d blocks highlighted, drawn highlighted: %v", r, bt.highlight, gotHL)
 			bad++
+		}
+		if !strip {
+			// The band along the top, the mark in the middle.
+			top := p.Top("map", r.X+1, r.Y+1)
+			if band := bt.wantBand(); top != band && !(band == "" && top == want) {
+				t.Errorf("rectangle %v: %+v has the band %q, want %q", r, *bt, top, band)
+				bad++
+			}
+			mid := p.Top("map", r.X+r.W/2, r.Y+r.H/2)
+			if mark := bt.wantMark(uint64(in.BlockSize), uint64(in.BlocksPerGroup)); mid != mark && !(mark == "" && mid == want) {
+				t.Errorf("rectangle %v: %+v has the mark %q, want %q", r, *bt, mid, mark)
+				bad++
+			}
 		}
 		c := p.Colours[want]
 		switch {
