@@ -309,3 +309,38 @@ func TestPartition(t *testing.T) {
 		}
 	}
 }
+
+// TestWorstStripSize: 64 groups whose every pixel differs from the next,
+// highlighted every other one, stay under 1.5 MB; the picture parses
+// and the pixels are drawn as their blocks are.
+func TestWorstStripSize(t *testing.T) {
+	g := fsmap.Geometry{BlockSize: 4096, BlocksCount: 64 * 32768, BlocksPerGroup: 32768}
+	m, err := fsmap.New(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := uint64(0); b < g.BlocksCount; b += 64 { // a pixel is 32 blocks
+		m.AddFree(b, 32)
+		m.AddHighlight(b+32, 1)
+	}
+	svg, p := render(t, m, fsmap.Labels{Image: "worst.img", Highlight: "/"})
+	t.Logf("64 groups, every pixel unlike the next: %d bytes", len(svg))
+	if len(svg) > 1500<<10 {
+		t.Errorf("%d bytes", len(svg))
+	}
+	for b := uint64(0); b < g.BlocksCount; b += 32 {
+		if gr := b / 32768; gr != 0 && gr != 31 && gr != 63 {
+			continue // every pixel of three groups is enough
+		}
+		want, hl := "u0", ""
+		if b%64 != 0 {
+			want, hl = "u5", "hl"
+		}
+		if got := classAt(t, m, p, "map", b); got != want {
+			t.Fatalf("block %d: %q, want %q", b, got, want)
+		}
+		if got := classAt(t, m, p, "highlight", b); got != hl {
+			t.Fatalf("block %d highlighted %q, want %q", b, got, hl)
+		}
+	}
+}

@@ -123,25 +123,37 @@ func (m *Map) fragLimits() [3]uint64 {
 // classes first come.
 type layer struct {
 	order []string
-	d     map[string]*bytes.Buffer
+	paths map[string]*classPath
+}
+
+// classPath is the path data of one class and the corner its last
+// rectangle started at: after a closed rectangle the next one is moved
+// to relative to it, which keeps the numbers short.
+type classPath struct {
+	d    bytes.Buffer
+	x, y int
 }
 
 func (l *layer) rect(class string, r Rect) {
-	if l.d == nil {
-		l.d = map[string]*bytes.Buffer{}
+	if l.paths == nil {
+		l.paths = map[string]*classPath{}
 	}
-	b := l.d[class]
-	if b == nil {
-		b = &bytes.Buffer{}
-		l.d[class] = b
+	p := l.paths[class]
+	if p == nil {
+		p = &classPath{}
+		l.paths[class] = p
 		l.order = append(l.order, class)
+		fmt.Fprintf(&p.d, "M%d %d", r.X, r.Y)
+	} else {
+		fmt.Fprintf(&p.d, "m%d %d", r.X-p.x, r.Y-p.y)
 	}
-	fmt.Fprintf(b, "M%d %dh%dv%dh-%dz", r.X, r.Y, r.W, r.H, r.W)
+	fmt.Fprintf(&p.d, "h%dv%dh-%dz", r.W, r.H, r.W)
+	p.x, p.y = r.X, r.Y
 }
 
 func (l *layer) write(w io.Writer) {
 	for _, c := range l.order {
-		fmt.Fprintf(w, "<path class=\"%s\" d=\"%s\"/>\n", c, l.d[c].Bytes())
+		fmt.Fprintf(w, "<path class=\"%s\" d=\"%s\"/>\n", c, l.paths[c].d.Bytes())
 	}
 }
 

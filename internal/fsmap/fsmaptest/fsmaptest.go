@@ -29,6 +29,8 @@ type Picture struct {
 	// drawing order.
 	Layers map[string][]Shape
 	Texts  []string
+	// byRow indexes each layer's shapes by the pixel rows they cover.
+	byRow map[string]map[int][]int
 }
 
 // Shape is one rectangle of a class.
@@ -38,7 +40,9 @@ type Shape struct {
 }
 
 var (
-	rectPath = regexp.MustCompile(`^M(\d+) (\d+)h(\d+)v(\d+)h-(\d+)z`)
+	// fsmap's rectangles: the first moved to absolutely, the others
+	// relative to the corner of the one before.
+	rectPath = regexp.MustCompile(`^([Mm])(-?\d+) (-?\d+)h(\d+)v(\d+)h-(\d+)z`)
 	styleRe  = regexp.MustCompile(`\.([a-z0-9]+)\{fill:#([0-9a-f]{6})\}`)
 )
 
@@ -80,19 +84,21 @@ func Parse(svg []byte) (*Picture, error) {
 					continue
 				}
 				id, class, dd := group[len(group)-1], attr("class"), attr("d")
-				for len(dd) > 0 {
+				x, y := 0, 0
+				for first := true; len(dd) > 0; first = false {
 					m := rectPath.FindStringSubmatch(dd)
-					if m == nil {
+					if m == nil || (m[1] == "M") != first {
 						return nil, fmt.Errorf("path of class %s: not rectangles at %.40q", class, dd)
 					}
 					n := make([]int, 5)
 					for i := range n {
-						n[i], _ = strconv.Atoi(m[i+1])
+						n[i], _ = strconv.Atoi(m[i+2])
 					}
 					if n[2] != n[4] {
 						return nil, fmt.Errorf("path of class %s: %q is no rectangle", class, m[0])
 					}
-					p.Layers[id] = append(p.Layers[id], Shape{class, n[0], n[1], n[2], n[3]})
+					x, y = x+n[0], y+n[1] // the first from 0, 0
+					p.Layers[id] = append(p.Layers[id], Shape{class, x, y, n[2], n[3]})
 					dd = dd[len(m[0]):]
 				}
 			}
@@ -122,9 +128,22 @@ func Parse(svg []byte) (*Picture, error) {
 // ClassesAt returns the classes the layer draws over the pixel at (x, y),
 // the topmost last.
 func (p *Picture) ClassesAt(layer string, x, y int) []string {
+	if p.byRow == nil {
+		p.byRow = map[string]map[int][]int{}
+	}
+	rows := p.byRow[layer]
+	if rows == nil {
+		rows = map[int][]int{}
+		for i, s := range p.Layers[layer] {
+			for r := s.Y; r < s.Y+s.H; r++ {
+				rows[r] = append(rows[r], i)
+			}
+		}
+		p.byRow[layer] = rows
+	}
 	var out []string
-	for _, s := range p.Layers[layer] {
-		if x >= s.X && x < s.X+s.W && y >= s.Y && y < s.Y+s.H {
+	for _, i := range rows[y] {
+		if s := p.Layers[layer][i]; x >= s.X && x < s.X+s.W {
 			out = append(out, s.Class)
 		}
 	}
