@@ -326,7 +326,12 @@ func (f *FS) blockBitmapCopy(g uint32) ([]byte, error) {
 	gd := f.groups[g]
 	if gd.Flags&super.BGBlockUninit != 0 && sb.HasGroupDescCsum() {
 		// An initialisation clears the flag under this lock, so the
-		// group is still uninitialised as a whole.
+		// group is still uninitialised as a whole. The bitmap is the
+		// kernel's (ext4_init_block_bitmap). e2fsprogs
+		// (mark_uninit_bg_group_blocks) also marks the group's own
+		// bitmaps and inode table where flex_bg put them in another
+		// group, whose bitmap marks them already unless the filesystem is
+		// inconsistent.
 		f.initBlockBitmap(g, b)
 		unlock()
 		return b, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -179,14 +180,23 @@ func runFrag(e *env, args []string) error {
 		if err := one(name, st.Ino, false); err != nil {
 			return err
 		}
+		if !asJSON {
+			return nil // one file: filefrag's line alone
+		}
 	} else {
 		err = fsys.WalkDir(name, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
 			ino := st.Ino
-			if p != name {
-				ino = d.(interface{ Ino() uint32 }).Ino()
+			if de, ok := d.(interface{ Ino() uint32 }); ok && p != name {
+				ino = de.Ino()
+			} else if p != name {
+				fi, err := d.Info()
+				if err != nil {
+					return err
+				}
+				ino = fi.Sys().(*ext4go.Stat).Ino
 			}
 			if d.Type().IsRegular() || d.IsDir() {
 				return one(p, ino, d.IsDir())
@@ -319,6 +329,12 @@ func e2fsckPercent(k, n int) string {
 	return fmt.Sprintf("%d.%d", t/10, t%10)
 }
 
+// e2fsckPercentNumber is e2fsckPercent as a JSON number.
+func e2fsckPercentNumber(k, n int) float64 {
+	v, _ := strconv.ParseFloat(e2fsckPercent(k, n), 64)
+	return v
+}
+
 func (s *fragSummary) mean() float64 {
 	if s.files == 0 {
 		return 0
@@ -340,8 +356,8 @@ func (s *fragSummary) json() map[string]any {
 	return map[string]any{
 		"files": s.files, "directories": s.dirs, "inodes_counted": n,
 		"extents": s.extents, "mean_extents_per_file": math.Round(s.mean()*100) / 100, "max_extents_per_file": s.most,
-		"non_contiguous_files": s.nonContig, "non_contiguous_files_percent": e2fsckPercent(s.nonContig, n),
-		"non_contiguous_directories": s.nonContigDirs, "non_contiguous_directories_percent": e2fsckPercent(s.nonContigDirs, n),
+		"non_contiguous_files": s.nonContig, "non_contiguous_files_percent": e2fsckPercentNumber(s.nonContig, n),
+		"non_contiguous_directories": s.nonContigDirs, "non_contiguous_directories_percent": e2fsckPercentNumber(s.nonContigDirs, n),
 		"groups_with_data": len(s.groups), "groups": s.info.Groups,
 	}
 }

@@ -48,11 +48,12 @@ func runFreefrag(e *env, args []string) error {
 		if err != nil {
 			return usagef("bad chunk size '%s'", v)
 		}
-		if kb == 0 || kb&(kb-1) != 0 || kb > math.MaxUint64/1024 {
+		if kb&(kb-1) != 0 || kb > math.MaxUint64/1024 {
 			return usagef("chunk size must be a power of 2, not %s", v)
 		}
+		// As in e2freefrag, -c 0 is no chunk summary.
 		chunkBytes = kb * 1024
-		if chunkBytes < uint64(fsys.BlockSize()) {
+		if kb != 0 && chunkBytes < uint64(fsys.BlockSize()) {
 			return usagef("chunksize must be greater than or equal to filesystem blocksize (%d bytes)", fsys.BlockSize())
 		}
 	}
