@@ -222,7 +222,7 @@ type Map struct {
 	freeBlocks, freeExtents, largestFree uint64
 	metaBlocks                           [numKinds]uint64
 	highlightBlocks, highlightExtents    uint64
-	highlightGroups                      []uint64 // bit set
+	highlightGroups                      []uint64 // bit set of the groups highlighted
 }
 
 // New returns an empty Map of a filesystem of geometry g.
@@ -232,7 +232,6 @@ func New(g Geometry) (*Map, error) {
 	}
 	m := &Map{geo: g, groups: g.Groups()}
 	m.groupPart = newPartition(g, 1, 1)
-	m.highlightGroups = make([]uint64, (m.groups+63)/64)
 	if m.groups <= StripGroups {
 		m.strip = true
 		m.stripBins = min(uint64(g.BlocksPerGroup), maxStripBins)
@@ -299,6 +298,11 @@ func (m *Map) AddHighlight(start, length uint64) {
 	m.highlightExtents++
 	m.highlightBlocks += m.clipped(start, e)
 	m.bins.spread(start, e, func(i int, n uint64) { m.tallies[i].highlight += n })
+	if m.highlightGroups == nil {
+		// A bit a group, made on the first highlight: a filesystem
+		// holds far more than that per group in its descriptors.
+		m.highlightGroups = make([]uint64, (m.groups+63)/64)
+	}
 	m.groupPart.spread(start, e, func(g int, _ uint64) { m.highlightGroups[g/64] |= 1 << (g % 64) })
 }
 
