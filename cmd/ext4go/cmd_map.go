@@ -34,6 +34,9 @@ func runMap(e *env, args []string) error {
 		base := strings.TrimSuffix(out, filepath.Ext(out))
 		return usagef("map writes SVG, not PNG: -o %s.svg, then rsvg-convert %s.svg -o %s", base, base, out)
 	}
+	if err := checkMapOutput(out, o.image); err != nil {
+		return err
+	}
 	m, err := mapImage(fsys)
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.image, err)
@@ -139,4 +142,27 @@ func highlightTree(fsys *ext4go.FS, m *fsmap.Map, name string) error {
 		}
 		return nil
 	})
+}
+
+// checkMapOutput refuses an output that would destroy data: the image
+// itself (a slip of the operands' order) or a block device. Other
+// devices and pipes (/dev/stdout) are written to.
+func checkMapOutput(out, image string) error {
+	if out == "-" {
+		return nil
+	}
+	ofi, err := os.Stat(out)
+	if err != nil {
+		return nil // a new file; creating it says what is wrong, if anything
+	}
+	if ifi, err := os.Stat(image); err == nil && os.SameFile(ofi, ifi) {
+		return usagef("-o %s is the image itself", out)
+	}
+	switch {
+	case ofi.Mode()&fs.ModeDevice != 0 && ofi.Mode()&fs.ModeCharDevice == 0:
+		return usagef("-o %s is a block device, not a file for the picture", out)
+	case ofi.IsDir():
+		return usagef("-o %s is a directory", out)
+	}
+	return nil
 }

@@ -475,6 +475,9 @@ func TestMapLarge(t *testing.T) {
 			scatterFiles(t, img, 200, 12)
 			size := checkMap(t, img, "", nil)
 			t.Logf("%s groups: %d bytes", c.name, size)
+			if c.age {
+				checkMap(t, img, "/s5/f0", statExtents(t, img, "/s5/f0", false))
+			}
 			if size > c.maxLen {
 				t.Errorf("%d bytes, want at most %d", size, c.maxLen)
 			}
@@ -559,6 +562,11 @@ func TestMapUsage(t *testing.T) {
 	failCLI(t, []string{"extra operand 'c'"}, "map", "-o", "x.svg", img, "/", "c")
 	failCLI(t, []string{"/nope: file does not exist"}, "map", "-o", filepath.Join(t.TempDir(), "x.svg"), img, "/nope")
 	failCLI(t, []string{"no such file"}, "map", "-o", "x.svg", filepath.Join(t.TempDir(), "none.img"))
+	failCLI(t, []string{"is the image itself"}, "map", "-o", img, img)
+	failCLI(t, []string{"is a directory"}, "map", "-o", t.TempDir(), img)
+	if fi, err := os.Stat("/dev/loop0"); err == nil && fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0 {
+		failCLI(t, []string{"is a block device"}, "map", "-o", "/dev/loop0", img)
+	}
 	out := mustCLI(t, "map", "-o", "-", img, "/lost+found")
 	if _, err := fsmaptest.Parse([]byte(out)); err != nil || !strings.Contains(out, "highlighted: /lost+found: ") {
 		t.Errorf("map -o -: %v\n%.500s", err, out)
