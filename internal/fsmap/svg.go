@@ -186,7 +186,7 @@ func (m *Map) layers() (base, bands, marks, highlight layer) {
 	for row := 0; row*rowLen < m.bins.n; row++ {
 		first := row * rowLen
 		n := min(rowLen, m.bins.n-first)
-		span := func(c string, j0, j1 int) Rect {
+		span := func(j0, j1 int) Rect { // the row's bins j0..j1-1
 			r := m.binRect(first + j0)
 			r.W *= j1 - j0
 			return r
@@ -209,13 +209,13 @@ func (m *Map) layers() (base, bands, marks, highlight layer) {
 			}
 			return usedClass(blocks-min(meta, blocks), t.free)
 		}
-		runs(n, fill, func(c string, j0, j1 int) { base.rect(c, span(c, j0, j1)) })
+		runs(n, fill, func(c string, j0, j1 int) { base.rect(c, span(j0, j1)) })
 		runs(n, func(j int) string {
 			if m.tallies[first+j].highlight > 0 {
 				return "hl"
 			}
 			return ""
-		}, func(c string, j0, j1 int) { highlight.rect(c, span(c, j0, j1)) })
+		}, func(c string, j0, j1 int) { highlight.rect(c, span(j0, j1)) })
 		if m.strip {
 			continue
 		}
@@ -227,7 +227,7 @@ func (m *Map) layers() (base, bands, marks, highlight layer) {
 			}
 			return ""
 		}, func(c string, j0, j1 int) {
-			r := span(c, j0, j1)
+			r := span(j0, j1)
 			r.H = bandPx
 			bands.rect(c, r)
 		})
