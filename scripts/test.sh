@@ -19,6 +19,7 @@ command -v setfacl >/dev/null 2>&1 || need+=(acl)
 command -v setfattr >/dev/null 2>&1 || need+=(attr)
 command -v setcap >/dev/null 2>&1 || need+=(libcap2-bin)
 command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
+command -v rsvg-convert >/dev/null 2>&1 || need+=(librsvg2-bin)  # renders the map's SVG
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing: ${need[*]}"

@@ -20,6 +20,7 @@ var examples = map[string][]string{
 	"fallocate":  {"ext4go fallocate -l 64M disk.img /var/swapfile"},
 	"frag":       {"ext4go frag -v disk.img /var/lib/db", "ext4go frag --json disk.img"},
 	"freefrag":   {"ext4go freefrag disk.img", "ext4go freefrag -c 1024 --json disk.img"},
+	"map":        {"ext4go map -o disk.svg disk.img", "ext4go map disk.img /var/lib/db -o db.svg && rsvg-convert db.svg -o db.png"},
 	"get":        {"ext4go get disk.img /etc ./etc-copy"},
 	"getfattr":   {"ext4go getfattr -d disk.img /usr/bin/ping"},
 	"info":       {"ext4go info disk.img"},
