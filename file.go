@@ -205,11 +205,8 @@ const (
 // or (for data) no data follows. Unwritten extents count as holes.
 func (f *File) seekData(off int64, data bool) (int64, error) {
 	size := f.n.size()
-	if off < 0 {
-		return 0, fs.ErrInvalid
-	}
-	if off >= size {
-		return 0, syscall.ENXIO
+	if off < 0 || off >= size {
+		return 0, syscall.ENXIO // kernel: iomap_seek_data, negative offsets too
 	}
 	ranges, err := f.dataRanges()
 	if err != nil {

@@ -493,6 +493,13 @@ func checkDataRanges(t *testing.T, fsys *ext4go.FS, mp, file string) {
 	if !slices.Equal(seeked, want) {
 		t.Errorf("%s: SEEK_DATA/SEEK_HOLE\n got %v\nwant %v", file, seeked, want)
 	}
+	// Negative offsets are past the data as the kernel sees it (xfstests
+	// generic/448).
+	for _, whence := range []int{unix.SEEK_DATA, unix.SEEK_HOLE} {
+		if _, err := ef.Seek(-1, whence); !errors.Is(err, syscall.ENXIO) {
+			t.Errorf("%s: Seek(-1, %d): %v, want ENXIO", file, whence, err)
+		}
+	}
 }
 
 // hostDataRanges lists the data ranges of a host file with lseek.
