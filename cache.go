@@ -44,6 +44,10 @@ func (c *inodeCache) getOrLoad(ino uint32, load func() (*node, error)) (*node, e
 	defer s.mu.Unlock()
 	if wp, ok := s.m[ino]; ok {
 		if n := wp.Value(); n != nil {
+			if n.in() == nil {
+				// Being created (newInode): nothing may refer to it yet.
+				return nil, &CorruptError{What: "inode", Block: -1, Ino: ino, Detail: detailBeingCreated}
+			}
 			s.touch(n)
 			return n, nil
 		}

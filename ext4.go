@@ -473,6 +473,13 @@ func (f *FS) inode(ino uint32) (*node, error) {
 	return f.cache.getOrLoad(ino, func() (*node, error) { return f.readInode(ino) })
 }
 
+// The details of the corruption errors for an inode number that names no
+// inode: OpenInode answers ESTALE for them.
+const (
+	detailNotInUse     = "referenced but not in use"
+	detailBeingCreated = "referenced while it is being created"
+)
+
 // readInode reads and checks inode ino (kernel: __ext4_iget).
 func (f *FS) readInode(ino uint32) (*node, error) {
 	group, index, ok := f.sb.GroupOfInode(ino)
@@ -508,7 +515,7 @@ func (f *FS) readInode(ino uint32) (*node, error) {
 		return nil, &CorruptError{What: "inode", Block: int64(blk), Ino: ino, Detail: fmt.Sprintf("i_size %d is past the largest file size", in.Size)}
 	}
 	if in.LinksCount == 0 && in.Mode == 0 && ino >= f.sb.FirstInode() {
-		return nil, &CorruptError{What: "inode", Block: int64(blk), Ino: ino, Detail: "referenced but not in use"}
+		return nil, &CorruptError{What: "inode", Block: int64(blk), Ino: ino, Detail: detailNotInUse}
 	}
 	return newNode(ino, in), nil
 }

@@ -13,14 +13,18 @@ import (
 // The inode flags chattr and lsattr see (kernel: EXT4_FL_USER_VISIBLE and
 // EXT4_FL_USER_MODIFIABLE).
 const (
-	flagsUserVisible    = 0x705BDFFF
-	flagsUserModifiable = 0x604BC0FF
+	flagsUserVisible    = 0x725BDFFF
+	flagsUserModifiable = 0x624BC0FF
 	// flagsChangeable are the modifiable flags ext4go changes: the
-	// others (extents, data journalling, casefold, DAX, the old
-	// EOFBLOCKS) need a conversion of the inode it does not make.
+	// others (extents, data journalling, casefold, the old EOFBLOCKS)
+	// need a conversion of the inode it does not make. DAX only asks
+	// for direct access where a mount offers it (never here, and the
+	// kernel's dax=inode mounts read it at the next load): the flag
+	// alone changes.
 	flagsChangeable = inode.FlagSecRm | inode.FlagUnRm | inode.FlagCompr | inode.FlagSync |
 		inode.FlagImmutable | inode.FlagAppend | inode.FlagNoDump | inode.FlagNoAtime |
-		inode.FlagNoTail | inode.FlagDirSync | inode.FlagTopDir | inode.FlagProjInherit
+		inode.FlagNoTail | inode.FlagDirSync | inode.FlagTopDir | inode.FlagProjInherit |
+		inode.FlagDAX
 )
 
 // Flags returns the file's inode flags as FS_IOC_GETFLAGS (lsattr) gives
@@ -37,8 +41,9 @@ func (f *File) Flags() (uint32, error) {
 // (kernel: ext4_ioctl_setflags): a flag that does not apply to the file's
 // type is syscall.EOPNOTSUPP, flags no one may change keep their value.
 // Changing the
-// extents, data-journalling, casefold or DAX flag, which needs a
-// conversion of the inode, is an *UnsupportedError. Who may change the
+// extents, data-journalling or casefold flag, which needs a conversion of
+// the inode, is an *UnsupportedError; DAX on an inode with inline data,
+// encryption or verity is syscall.EOPNOTSUPP (kernel: dax_compatible). Who may change the
 // immutable and append-only flags (CAP_LINUX_IMMUTABLE) is the caller's
 // check.
 func (f *File) SetFlags(flags uint32) error {
@@ -51,6 +56,9 @@ func (f *File) SetFlags(flags uint32) error {
 			return syscall.EOPNOTSUPP
 		}
 		old := in.Flags
+		if flags&inode.FlagDAX != 0 && old&(inode.FlagInlineData|inode.FlagEncrypt|inode.FlagVerity) != 0 {
+			return syscall.EOPNOTSUPP
+		}
 		if ch := (flags ^ old) & flagsUserModifiable &^ flagsChangeable; ch != 0 {
 			return &UnsupportedError{Feature: fmt.Sprintf("changing inode flags %#x", ch)}
 		}

@@ -60,7 +60,7 @@ func (f *FS) newInode(h handle, parent *node, name string, mode uint16, uid, gid
 	}
 	// Inherit the flags the kernel passes down (ext4_mask_flags).
 	const inherited = inode.FlagSync | inode.FlagNoDump | inode.FlagNoAtime | inode.FlagDirSync |
-		inode.FlagJournalData | inode.FlagProjInherit
+		inode.FlagJournalData | inode.FlagProjInherit | inode.FlagDAX
 	in.Flags = parent.in().Flags & inherited
 	if !isDir {
 		in.Flags &^= inode.FlagDirSync
@@ -78,14 +78,20 @@ func (f *FS) newInode(h handle, parent *node, name string, mode uint16, uid, gid
 			return nil, err
 		}
 	}
+	// The node is the inode's before the inode table says it is in use:
+	// a load by number (OpenInode) in between would otherwise make a
+	// second node of it. Until setInode it has no inode, which the cache
+	// reports as not there yet.
 	n := newNode(ino, nil)
+	f.cache.put(n)
 	if err := f.setInode(h, n, in); err != nil {
+		n.freed.Store(true)
+		f.cache.forget(n)
 		if ferr := f.w.ialloc.Free(h, ino, isDir); ferr != nil {
 			f.setError(ferr)
 		}
 		return nil, err
 	}
-	f.cache.put(n)
 	return n, nil
 }
 

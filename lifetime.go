@@ -18,6 +18,14 @@ import (
 // the changes), so the node is the entry's: an unlink, which holds the
 // directory's mu exclusively, happens wholly before or wholly after.
 //
+// Finding by number (OpenInode, for file handles). There is no directory
+// lock to hold, so the node's own mu and checks do the work: the node is
+// taken from the cache or the inode table, then, under its mu, it must
+// still be named and of the generation asked for. A new inode's node is in
+// the cache before the inode table marks the inode in use (newInode), so a
+// load by number never makes a second node of a live inode; while the node
+// has no inode yet the cache answers that it is not there.
+//
 // Freeing. An inode is freed only under its node's mu held exclusively,
 // with no links and no open Files (dropLink, the last release of an
 // orphan): freeInodeIn sets node.freed and drops the node from the cache

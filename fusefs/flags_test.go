@@ -30,6 +30,8 @@ var flagSteps = []string{
 	"mkdir t && chattr +T +D t && lsattr -d t",
 	"mkfifo p && chattr +d +A p; lsattr -d p",
 	"chattr -d -A -S -s -u g && lsattr -d g",
+	"mkdir x && chattr +x x && touch x/f && mkdir x/d && mknod x/p p && lsattr -d x x/f x/d x/p",
+	"chattr -x x/f && lsattr -d x/f && chattr -x x && touch x/g && lsattr -d x/g",
 }
 
 // TestMountFlags: chattr and lsattr on an ext4go mount behave as on the

@@ -148,6 +148,10 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 			mo.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
 		}
 	}
+	// File handles (name_to_handle_at, an NFS export of the mount) name
+	// a node and its generation; the kernel asks for "." of a node it no
+	// longer knows (Lookup, FS.OpenInode).
+	mo.ExtraCapabilities |= fuse.CAP_EXPORT_SUPPORT
 	srv, err := fuse.NewServer(raw, dir, mo)
 	if err != nil {
 		raw.closeAll()
@@ -219,6 +223,14 @@ func nodeID(ino uint32) uint64 {
 		return fuse.FUSE_ROOT_ID
 	}
 	return uint64(ino)
+}
+
+// inoOf is the inode of FUSE node id (nodeID's inverse).
+func inoOf(id uint64) (uint32, bool) {
+	if id == fuse.FUSE_ROOT_ID {
+		return 2, true
+	}
+	return uint32(id), id > 2 && id <= 1<<32-1
 }
 
 // status maps an ext4go error to the errno the kernel's ext4 returns.
@@ -308,8 +320,38 @@ func (r *rawFS) node(id uint64) (*ext4go.File, fuse.Status) {
 
 func (r *rawFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	d, st := r.node(h.NodeId)
+	if name == "." {
+		// The kernel decoding a file handle (fuse_get_dentry); it checks
+		// the generation itself.
+		var f *ext4go.File
+		var err error
+		if st.Ok() {
+			f, err = d.Reopen(oPath)
+		} else if ino, ok := inoOf(h.NodeId); ok {
+			f, err = r.fsys.OpenInode(ino, 0)
+		} else {
+			return st
+		}
+		if err != nil {
+			return status(err)
+		}
+		return r.entry(f, out)
+	}
 	if !st.Ok() {
 		return st
+	}
+	if name == ".." {
+		// The kernel connecting a directory decoded from a handle to
+		// the tree (fuse_get_parent).
+		ino, err := d.Parent()
+		if err != nil {
+			return status(err)
+		}
+		p, err := r.fsys.OpenInode(ino, 0)
+		if err != nil {
+			return status(err)
+		}
+		return r.entry(p, out)
 	}
 	f, err := d.LookupAt(name)
 	if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
