@@ -971,6 +971,16 @@ func (r *rawFS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Sta
 	if !st.Ok() {
 		return st
 	}
+	// The kernel's ext4 drops privileges on every fallocate as on a write
+	// (file_modified); FUSE sends no kill flag with it, so the caller's
+	// CAP_FSETID is looked up, only when there are bits to drop.
+	suidgid := false
+	if s, err := statOf(f); err == nil && s.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
+		suidgid = !callerPrivileged(&in.InHeader)
+	}
+	if err := r.killPriv(f, &in.InHeader, suidgid); err != nil {
+		return status(err)
+	}
 	return status(f.Fallocate(int(in.Mode), int64(in.Offset), int64(in.Length)))
 }
 

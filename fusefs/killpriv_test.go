@@ -23,6 +23,13 @@ var killprivSteps = []string{
 	"mkfifo l && chmod 6755 l && chown 5:5 l && stat -c %a l",
 	"mknod m c 1 3 && chmod 6755 m && chown 5 m && stat -c %a m",
 	"mkfifo n && chown 1234:1234 n && chmod 6775 n && setpriv --reuid 1234 --regid 1234 --clear-groups chgrp 1234 n && stat -c %a n",
+	// fallocate drops them as a write does (xfstests generic/683-685).
+	"touch o && chmod 6666 o && setpriv --reuid 1234 --regid 1234 --clear-groups fallocate -l 4096 o && stat -c %a o",
+	"touch p && chmod 6676 p && setpriv --reuid 1234 --regid 1234 --clear-groups fallocate -l 8192 p && stat -c %a p",
+	"touch q && chmod 6666 q && truncate -s 8192 q && setpriv --reuid 1234 --regid 1234 --clear-groups fallocate -p -o 0 -l 4096 q && stat -c %a q",
+	"touch r && chmod 6676 r && truncate -s 8192 r && setpriv --reuid 1234 --regid 1234 --clear-groups fallocate -z -o 0 -l 4096 r && stat -c %a r",
+	"touch s && chmod 6777 s && fallocate -l 4096 s && stat -c %a s",
+	"touch t && setcap cap_net_raw+ep t && fallocate -l 4096 t && getfattr -m - t",
 }
 
 // TestMountKillPriv: the server drops setuid and setgid bits and file
