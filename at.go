@@ -294,12 +294,15 @@ type Usage struct {
 // yet written back counted).
 func (f *FS) Usage() Usage {
 	sb := f.sb
-	u := Usage{BlockSize: uint32(f.blockSize), Blocks: sb.BlocksCount(), FreeBlocks: sb.FreeBlocksCount(),
-		Inodes: uint64(sb.InodesCount), FreeInodes: uint64(sb.FreeInodesCount), NameMax: 255}
+	u := Usage{BlockSize: uint32(f.blockSize), Blocks: sb.BlocksCount(), Inodes: uint64(sb.InodesCount), NameMax: 255}
 	if f.w != nil {
+		// The allocators' counts: the superblock's are rewritten under
+		// w.sbMu as changes commit.
 		free := f.w.balloc.FreeClusters() - f.w.balloc.PendingFrees()
 		u.FreeBlocks = uint64(max(free, 0)) * uint64(sb.ClusterRatio())
 		u.FreeInodes = uint64(max(f.w.ialloc.FreeInodes(), 0))
+	} else {
+		u.FreeBlocks, u.FreeInodes = sb.FreeBlocksCount(), uint64(sb.FreeInodesCount)
 	}
 	if r := sb.RBlocksCount(); u.FreeBlocks > r {
 		u.Available = u.FreeBlocks - r

@@ -164,3 +164,39 @@ func TestOpenInodeRacingCreate(t *testing.T) {
 	}
 	closeChecked(t, fsys, image)
 }
+
+// TestUsageWhileWriting: statfs (Usage) and Info read the counts writers
+// change while files come and go (go test -race judges), and Usage's free
+// counts stay within the filesystem.
+func TestUsageWhileWriting(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 32<<20, "-t", "ext4")
+	fsys := openRW(t, image)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; !stop.Load(); i++ {
+			name := fmt.Sprintf("f%d", i%16)
+			fsys.WriteFile(name, make([]byte, 64<<10), 0o644)
+			fsys.Remove(name)
+			if i%50 == 0 {
+				fsys.Sync()
+			}
+		}
+	}()
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		u := fsys.Usage()
+		if u.FreeBlocks > u.Blocks || u.FreeInodes > u.Inodes {
+			t.Fatalf("Usage %+v: more free than there is", u)
+		}
+		if in := fsys.Info(); in.FreeBlocks > in.BlocksCount {
+			t.Fatalf("Info: %d free of %d blocks", in.FreeBlocks, in.BlocksCount)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	closeChecked(t, fsys, image)
+}

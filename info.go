@@ -41,6 +41,10 @@ type Info struct {
 
 // Info returns a summary of the filesystem's superblock.
 func (f *FS) Info() *Info {
+	if f.w != nil {
+		f.w.sbMu.Lock() // writers change the free counts, times and orphan head
+		defer f.w.sbMu.Unlock()
+	}
 	sb := f.sb
 	in := &Info{
 		Label:             sb.Label(),
