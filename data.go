@@ -224,6 +224,19 @@ func (f *FS) Extents(name string) ([]Extent, error) {
 	if err != nil {
 		return nil, err
 	}
+	return f.extentsOf(n)
+}
+
+// Extents is FS.Extents of the open file (for a walk that has the files
+// open, or their inode numbers: OpenInode, and resolves no paths).
+func (fl *File) Extents() ([]Extent, error) {
+	if err := fl.checkOpen("extents"); err != nil {
+		return nil, err
+	}
+	return fl.fsys.extentsOf(fl.n)
+}
+
+func (f *FS) extentsOf(n *node) ([]Extent, error) {
 	n.mu.RLock() // the tree's blocks must not change while it is walked
 	defer n.mu.RUnlock()
 	runs, err := f.mapping(n)

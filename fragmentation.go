@@ -38,6 +38,18 @@ func (f *FS) Fragmentation(name string) (Fragmentation, error) {
 	if err != nil {
 		return Fragmentation{}, err
 	}
+	return f.fragmentationOf(n, name)
+}
+
+// Fragmentation is FS.Fragmentation of the open file.
+func (fl *File) Fragmentation() (Fragmentation, error) {
+	if err := fl.checkOpen("fragmentation"); err != nil {
+		return Fragmentation{}, err
+	}
+	return fl.fsys.fragmentationOf(fl.n, fl.name)
+}
+
+func (f *FS) fragmentationOf(n *node, name string) (Fragmentation, error) {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	lay, err := f.layout(n)

@@ -136,13 +136,28 @@ func runFrag(e *env, args []string) error {
 	sum := newFragSummary(fsys.Info())
 	var listed []fragFileJSON
 	one := func(p string, ino uint32, isDir bool) error {
-		ext, err := fsys.Extents(p)
-		if err != nil {
-			return err
-		}
-		fr, err := fsys.Fragmentation(p)
-		if err != nil {
-			return err
+		// By inode number, found in the walk's entries: resolving every
+		// path again was most of the time in a large directory.
+		var ext []ext4go.Extent
+		var fr ext4go.Fragmentation
+		if f, err := fsys.OpenInode(ino, 0); err == nil {
+			ext, err = f.Extents()
+			if err == nil {
+				fr, err = f.Fragmentation()
+			}
+			f.Close()
+			if err != nil {
+				return err
+			}
+		} else {
+			// A name of a reserved inode (a corrupt directory), or a
+			// name that changed: by path, as asked.
+			if ext, err = fsys.Extents(p); err != nil {
+				return err
+			}
+			if fr, err = fsys.Fragmentation(p); err != nil {
+				return err
+			}
 		}
 		sum.add(ino, isDir, ext, fr)
 		if asJSON {
