@@ -85,6 +85,16 @@ func (f *FS) extentTree(n *node, in *inode.Inode) *extent.Tree {
 	}
 }
 
+// blockMap is the indirect block map of in (n's inode, or a copy being
+// changed) for reading.
+func (f *FS) blockMap(n *node, in *inode.Inode) *blockmap.Map {
+	return &blockmap.Map{
+		Root: in.Block[:], Read: blockmap.BlockReader(f.blockReader("indirect block")),
+		BlockSize: int(f.blockSize), FirstDataBlock: uint64(f.sb.FirstDataBlock),
+		BlocksCount: f.sb.BlocksCount(), Ino: n.ino,
+	}
+}
+
 func (f *FS) buildMapping(n *node, in *inode.Inode) ([]run, error) {
 	if n.hasInlineData() || (n.isSymlink() && f.isFastSymlink(n)) {
 		return nil, nil
@@ -108,11 +118,7 @@ func (f *FS) buildMapping(n *node, in *inode.Inode) ([]run, error) {
 			return nil, err
 		}
 	} else {
-		m := &blockmap.Map{
-			Root: in.Block[:], Read: blockmap.BlockReader(f.blockReader("indirect block")),
-			BlockSize: int(f.blockSize), FirstDataBlock: uint64(f.sb.FirstDataBlock),
-			BlocksCount: f.sb.BlocksCount(), Ino: n.ino,
-		}
+		m := f.blockMap(n, in)
 		err := m.Walk(func(r blockmap.Run) error {
 			if r.Level == 0 {
 				runs = appendRun(runs, run{uint64(r.Logical), r.Physical, uint64(r.Len), false})

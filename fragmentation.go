@@ -162,11 +162,7 @@ func (f *FS) layout(n *node) (*fileLayout, error) {
 			lay.frag.Clusters++
 		}
 	} else {
-		m := &blockmap.Map{
-			Root: in.Block[:], Read: blockmap.BlockReader(f.blockReader("indirect block")),
-			BlockSize: int(f.blockSize), FirstDataBlock: uint64(f.sb.FirstDataBlock),
-			BlocksCount: f.sb.BlocksCount(), Ino: n.ino,
-		}
+		m := f.blockMap(n, in)
 		err := m.Walk(func(r blockmap.Run) error {
 			visit(r.Physical, uint64(r.Len), r.Level == 0)
 			return nil
