@@ -90,7 +90,8 @@ func TestOpenInode(t *testing.T) {
 }
 
 // TestOpenInodeRacingCreate: handles opened by number while files are
-// created and removed under the same numbers never yield a second node of
+// created, renamed over, truncated and removed under the same numbers
+// never yield a second node of
 // a live inode: changes through them reach no other file (no stale write
 // is refused, bystanders keep their contents, e2fsck finds nothing).
 func TestOpenInodeRacingCreate(t *testing.T) {
@@ -121,8 +122,20 @@ func TestOpenInodeRacingCreate(t *testing.T) {
 			defer wg.Done()
 			for i := 0; !stop.Load(); i++ {
 				name := fmt.Sprintf("churn%d-%d", w, i%8)
+				other := fmt.Sprintf("churn%d-%d", w, (i+3)%8)
 				fsys.WriteFile(name, []byte(name), 0o644)
-				fsys.Remove(name)
+				switch i % 3 {
+				case 0:
+					fsys.Remove(name)
+				case 1: // over another churn file, which is freed
+					fsys.Rename(name, other)
+				case 2:
+					if f, err := fsys.OpenFile(name, os.O_RDWR, 0); err == nil {
+						f.Truncate(0)
+						f.Close()
+					}
+					fsys.Remove(name)
+				}
 			}
 		}()
 	}
@@ -144,6 +157,10 @@ func TestOpenInodeRacingCreate(t *testing.T) {
 				opened.Add(1)
 				if err := h.Chmod(0o600); err == nil {
 					changed.Add(1)
+				}
+				if wf, err := h.Reopen(os.O_WRONLY); err == nil { // data too
+					wf.WriteAt([]byte("through a handle"), 4096)
+					wf.Close()
 				}
 				h.Close()
 			}
