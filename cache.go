@@ -45,8 +45,10 @@ func (c *inodeCache) getOrLoad(ino uint32, load func() (*node, error)) (*node, e
 	if wp, ok := s.m[ino]; ok {
 		if n := wp.Value(); n != nil {
 			if n.in() == nil {
-				// Being created (newInode): nothing may refer to it yet.
-				return nil, &CorruptError{What: "inode", Block: -1, Ino: ino, Detail: detailBeingCreated}
+				// Being created (newInode): whoever asks holds a stale
+				// reference (an entry read before the old inode of this
+				// number was freed), as if the name had just gone.
+				return nil, errBeingCreated
 			}
 			s.touch(n)
 			return n, nil

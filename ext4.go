@@ -473,12 +473,13 @@ func (f *FS) inode(ino uint32) (*node, error) {
 	return f.cache.getOrLoad(ino, func() (*node, error) { return f.readInode(ino) })
 }
 
-// The details of the corruption errors for an inode number that names no
-// inode: OpenInode answers ESTALE for them.
-const (
-	detailNotInUse     = "referenced but not in use"
-	detailBeingCreated = "referenced while it is being created"
-)
+// detailNotInUse is the detail of the corruption error for an inode
+// number that names no inode: OpenInode answers ESTALE for it.
+const detailNotInUse = "referenced but not in use"
+
+// errBeingCreated is the cache's answer for an inode number whose new
+// inode is being made: to a lookup by name it is a name that went away.
+var errBeingCreated = fmt.Errorf("inode being created: %w", fs.ErrNotExist)
 
 // readInode reads and checks inode ino (kernel: __ext4_iget).
 func (f *FS) readInode(ino uint32) (*node, error) {

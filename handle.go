@@ -28,7 +28,7 @@ func (f *FS) OpenInode(ino, generation uint32) (*File, error) {
 	n, err := f.inode(ino)
 	if err != nil {
 		var ce *CorruptError
-		if errors.As(err, &ce) && ce.Ino == ino && (ce.Detail == detailNotInUse || ce.Detail == detailBeingCreated) {
+		if errors.Is(err, errBeingCreated) || errors.As(err, &ce) && ce.Ino == ino && ce.Detail == detailNotInUse {
 			return nil, stale // not in use (or being created)
 		}
 		return nil, &fs.PathError{Op: "openinode", Path: name, Err: err}

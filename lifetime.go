@@ -24,7 +24,8 @@ import (
 // still be named and of the generation asked for. A new inode's node is in
 // the cache before the inode table marks the inode in use (newInode), so a
 // load by number never makes a second node of a live inode; while the node
-// has no inode yet the cache answers that it is not there.
+// has no inode yet the cache answers that it is not there
+// (fs.ErrNotExist: whoever asks holds a stale entry, as after an unlink).
 //
 // Freeing. An inode is freed only under its node's mu held exclusively,
 // with no links and no open Files (dropLink, the last release of an
