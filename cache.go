@@ -1,8 +1,8 @@
 package ext4go
 
 import (
+	"github.com/ext4go/ext4go/internal/lockstat"
 	"runtime"
-	"sync"
 	"weak"
 )
 
@@ -28,7 +28,7 @@ const (
 )
 
 type inodeShard struct {
-	mu     sync.Mutex // protects m, recent, next
+	mu     lockstat.Mutex[lockstat.MFSInodeCache] // protects m, recent, next
 	m      map[uint32]weak.Pointer[node]
 	recent [inodeRecent]*node
 	next   int

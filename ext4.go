@@ -3,6 +3,7 @@ package ext4go
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/ext4go/ext4go/internal/lockstat"
 	"io"
 	"io/fs"
 	"sync"
@@ -426,7 +427,7 @@ func (f *FS) BlockSize() int { return int(f.blockSize) }
 // readers load it without locking.
 type node struct {
 	ino uint32
-	mu  sync.RWMutex
+	mu  lockstat.RWMutex[lockstat.MFSInode]
 
 	cur     atomic.Pointer[inode.Inode]
 	mapping atomic.Pointer[mapState] // block runs built from cur; nil until built or after a change

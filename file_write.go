@@ -3,6 +3,7 @@ package ext4go
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"syscall"
 
 	"github.com/ext4go/ext4go/internal/blockmap"
@@ -37,6 +38,27 @@ type extStore struct {
 	// replay, in a fast-commit replay, takes the data blocks a change
 	// unmaps: they are freed at its end unless mapped again.
 	replay *fcReplay
+	// ext is the extent editor FS.editor sets up over this store: one
+	// allocation for both, and its scratch serves the whole operation.
+	ext extent.Editor
+}
+
+// extStores recycles the stores of the hot paths (a write or fallocate
+// chunk): with its editor's scratch a store is a kilobyte of pointers,
+// which allocating per call made the largest cost of the loop.
+var extStores = sync.Pool{New: func() any { return new(extStore) }}
+
+// pooledExtStore returns a store for one call; putExtStore must get it back
+// when the call is done with it and with the editor made over it.
+func pooledExtStore(f *FS, h handle, ino uint32) *extStore {
+	s := extStores.Get().(*extStore)
+	s.f, s.h, s.ino = f, h, ino
+	return s
+}
+
+func putExtStore(s *extStore) {
+	*s = extStore{} // drop what it points to
+	extStores.Put(s)
 }
 
 // treeChanged notes that the extent tree of s.n changed outside i_block
@@ -134,11 +156,7 @@ type extentMap struct{ *extent.Editor }
 
 // Lookup reads the tree lent the cached blocks: it changes nothing.
 func (m extentMap) Lookup(lblk uint32) (extent.Mapping, error) {
-	t := m.Tree()
-	if s, ok := m.Store.(*extStore); ok {
-		t.View = s.f.viewExtentBlock
-	}
-	return t.Lookup(lblk)
+	return m.Tree().Lookup(lblk)
 }
 
 // Insert maps a hole. The writers only insert where a lookup found a
@@ -198,11 +216,13 @@ func (f *FS) editor(n *node, in *inode.Inode, s *extStore) fileMap {
 			FirstDataBlock: uint64(f.sb.FirstDataBlock), BlocksCount: f.sb.BlocksCount(),
 		}}
 	}
-	return extentMap{&extent.Editor{
+	s.ext = extent.Editor{
 		Root: &in.Block, Store: s, BlockSize: int(f.blockSize),
 		Csum: f.csum, Seed: inode.Seed(f.seed, n.ino, in.Generation), Ino: n.ino,
 		FirstDataBlock: uint64(f.sb.FirstDataBlock), BlocksCount: f.sb.BlocksCount(),
-	}}
+		View: f.viewExtentBlock,
+	}
+	return extentMap{&s.ext}
 }
 
 // addBlocks moves in's i_blocks by delta filesystem blocks.
@@ -290,7 +310,7 @@ func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite bool) (int, erro
 
 // extendSize raises i_size to at least size and sets mtime and ctime.
 func (f *FS) extendSize(n *node, size int64) error {
-	h, err := f.begin()
+	h, err := f.beginFor(n.ino)
 	if err != nil {
 		return err
 	}
@@ -312,12 +332,13 @@ func (f *FS) writeChunk(n *node, p []byte, pos int64, openForWrite bool) (int, e
 	lblk := uint64(pos / bs)
 	lastBlk := uint64((pos + int64(len(p)) - 1) / bs)
 	in := editInode(n)
-	h, err := f.begin()
+	h, err := f.beginFor(n.ino)
 	if err != nil {
 		return 0, err
 	}
 	defer h.End()
-	s := &extStore{f: f, h: h, ino: n.ino}
+	s := pooledExtStore(f, h, n.ino)
+	defer putExtStore(s)
 	ed := f.editor(n, in, s)
 	mp, err := ed.Lookup(uint32(lblk))
 	if err != nil {
@@ -461,9 +482,12 @@ func (f *FS) setNeighbours(ed fileMap, req *mballoc.Request) {
 // freed by uncommitted transactions when the disk looks full.
 func (f *FS) allocData(h handle, req mballoc.Request) (mballoc.Extent, error) {
 	ext, err := f.allocBlocks(h, req)
-	var ns *mballoc.NoSpaceError
-	if errors.As(err, &ns) {
-		return ext, syscall.ENOSPC
+	if err != nil {
+		// Inside the branch: errors.As's target escapes, an allocation.
+		var ns *mballoc.NoSpaceError
+		if errors.As(err, &ns) {
+			return ext, syscall.ENOSPC
+		}
 	}
 	return ext, err
 }
@@ -565,7 +589,7 @@ func (f *FS) truncate(n *node, size int64) error {
 			return err
 		}
 	}
-	h, err := f.begin()
+	h, err := f.beginFor(n.ino)
 	if err != nil {
 		return err
 	}
@@ -658,9 +682,22 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 	}
 	// Allocate unwritten extents over every hole in the range.
 	first, last := uint64(off/bs), uint64((end-1)/bs)
-	retried := false
+	// The size and times change with the chunk that reaches the end of
+	// the range, in its transaction, as the kernel's
+	// ext4_alloc_file_blocks updates the inode in each handle: one
+	// transaction for the usual small fallocate.
+	finish := func(in *inode.Inode) {
+		if mode&FallocKeepSize == 0 && uint64(end) > in.Size {
+			in.Size = uint64(end)
+		}
+		in.Ctime = inode.FromTime(f.now())
+		if mode&FallocZeroRange != 0 {
+			in.Mtime = in.Ctime
+		}
+	}
+	retried, finished := false, false
 	for lblk := first; lblk <= last; {
-		adv, err := f.fallocChunk(n, lblk, last)
+		adv, done, err := f.fallocChunk(n, lblk, last, finish)
 		if err != nil && !retried && f.retryAfterCommit(err) {
 			retried = true
 			continue
@@ -669,41 +706,42 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 			return err
 		}
 		lblk += adv
+		finished = done
 	}
-	h, err := f.begin()
+	if finished {
+		return nil
+	}
+	h, err := f.beginFor(n.ino)
 	if err != nil {
 		return err
 	}
 	defer h.End()
 	in := editInode(n)
-	if mode&FallocKeepSize == 0 && uint64(end) > in.Size {
-		in.Size = uint64(end)
-	}
-	in.Ctime = inode.FromTime(f.now())
-	if mode&FallocZeroRange != 0 {
-		in.Mtime = in.Ctime
-	}
+	finish(in)
 	return f.setInode(h, n, in)
 }
 
 // fallocChunk maps the hole at lblk (up to last) with unwritten blocks, or
-// skips the extent there. It returns how many blocks it advanced.
-func (f *FS) fallocChunk(n *node, lblk, last uint64) (uint64, error) {
+// skips the extent there. It returns how many blocks it advanced and
+// whether it applied finish, which it does to the inode it writes when
+// the new blocks reach last.
+func (f *FS) fallocChunk(n *node, lblk, last uint64, finish func(*inode.Inode)) (uint64, bool, error) {
 	in := editInode(n)
-	h, err := f.begin()
+	h, err := f.beginFor(n.ino)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer h.End()
-	s := &extStore{f: f, h: h, ino: n.ino}
+	s := pooledExtStore(f, h, n.ino)
+	defer putExtStore(s)
 	ed := f.editor(n, in, s)
 	mp, err := ed.Lookup(uint32(lblk))
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	want := min(mp.Len, last-lblk+1)
 	if !mp.Hole() {
-		return want, nil
+		return want, false, nil
 	}
 	// Open for write: fallocate needs a file opened for writing. Space
 	// past the end is an append: the file is growing.
@@ -715,9 +753,13 @@ func (f *FS) fallocChunk(n *node, lblk, last uint64) (uint64, error) {
 		FileSize: in.Size, OpenForWrite: true}
 	ext, err := f.mapNew(h, in, s, ed, req, true, nil)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return uint64(ext.Len), f.setInode(h, n, in)
+	done := lblk+uint64(ext.Len) > last
+	if done {
+		finish(in)
+	}
+	return uint64(ext.Len), done, f.setInode(h, n, in)
 }
 
 // punch frees the blocks wholly inside [off, end) and zeros the partial
@@ -734,7 +776,7 @@ func (f *FS) punch(n *node, off, end int64) error {
 			return err
 		}
 	}
-	h, err := f.begin()
+	h, err := f.beginFor(n.ino)
 	if err != nil {
 		return err
 	}
@@ -762,7 +804,7 @@ func (f *FS) punch(n *node, off, end int64) error {
 // zeroRange makes [off, end) read as zeros: whole written blocks become
 // unwritten, partial edge blocks are zeroed in place.
 func (f *FS) zeroRange(n *node, off, end int64, firstFull, endFull uint64) error {
-	h, err := f.begin()
+	h, err := f.beginFor(n.ino)
 	if err != nil {
 		return err
 	}

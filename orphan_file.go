@@ -2,6 +2,7 @@ package ext4go
 
 import (
 	"fmt"
+	"github.com/ext4go/ext4go/internal/pad"
 	"sync"
 	"sync/atomic"
 
@@ -38,7 +39,7 @@ type orphanBlock struct {
 	phys uint64
 	mu   sync.Mutex // protects the block's slots while one is chosen and written
 	free atomic.Int32
-	_    [40]byte
+	_    [40 * pad.On]byte
 }
 
 // loadOrphanFile reads and checks the orphan file (kernel:

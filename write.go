@@ -3,6 +3,9 @@ package ext4go
 import (
 	"errors"
 	"fmt"
+	"github.com/ext4go/ext4go/internal/csum"
+	"github.com/ext4go/ext4go/internal/lockstat"
+	"github.com/ext4go/ext4go/internal/pad"
 	"io/fs"
 	"math/bits"
 	"sync"
@@ -31,11 +34,11 @@ type writer struct {
 	// gdMu[g] protects f.groups[g]'s mutable fields and the encoding of
 	// its on-disk descriptor. Taken inside bitmap buffer locks, never
 	// while holding a descriptor block's buffer.
-	gdMu []paddedMutex
+	gdMu []groupDescLock
 
-	sbMu     sync.Mutex // protects the superblock fields writers change
-	renameMu sync.Mutex // serialises cross-directory renames (kernel: s_vfs_rename_mutex)
-	orphanMu sync.Mutex // protects the orphan list and fileOrphans
+	sbMu     lockstat.Mutex[lockstat.MFSSuper]   // protects the superblock fields writers change
+	renameMu sync.Mutex                          // serialises cross-directory renames (kernel: s_vfs_rename_mutex)
+	orphanMu lockstat.Mutex[lockstat.MFSOrphans] // protects the orphan list and fileOrphans
 	closed   bool
 
 	// orphanFile is the orphan file (feature orphan_file), else nil;
@@ -58,9 +61,17 @@ type writer struct {
 	exclude func(start, n uint64) (end uint64, hit bool)
 }
 
-type paddedMutex struct {
+// groupDescLock is a group's gdMu, with what it protects besides
+// f.groups[g], alone on a cache line.
+type groupDescLock struct {
 	sync.Mutex
-	_ [56]byte
+	// bitmapCrc is the whole crc32c of the group's block bitmap as last
+	// written, when bitmapCrcOK: a change of a few bits updates it
+	// (csum.UpdateCRC32C) instead of reading all the bitmap again. The
+	// descriptor keeps only its low 16 bits with 32-byte descriptors.
+	bitmapCrc   uint32
+	bitmapCrcOK bool
+	_           [48 * pad.On]byte
 }
 
 // handle is a transaction handle as the allocators see it.
@@ -69,11 +80,16 @@ type handle struct{ *txn.Handle }
 func (h handle) ID() uint64 { return h.TID() }
 
 // begin opens a transaction handle.
-func (f *FS) begin() (handle, error) {
+func (f *FS) begin() (handle, error) { return f.beginFor(0) }
+
+// beginFor opens a transaction handle for a change to inode ino: the hot
+// paths (writes, fallocate, truncate) pass theirs, so that handles on
+// different files count themselves open in different cache lines.
+func (f *FS) beginFor(ino uint32) (handle, error) {
 	if f.w == nil {
 		return handle{}, ErrReadOnly
 	}
-	h, err := f.tm.Begin()
+	h, err := f.tm.BeginFor(uint64(ino))
 	if err != nil {
 		return handle{}, err
 	}
@@ -272,7 +288,7 @@ func (f *FS) prepareWriter() error {
 		return err
 	}
 	sb := f.sb
-	w := &writer{gdMu: make([]paddedMutex, len(f.groups)), fileOrphans: map[*node]struct{}{}}
+	w := &writer{gdMu: make([]groupDescLock, len(f.groups)), fileOrphans: map[*node]struct{}{}}
 	if sb.HasCompat(super.CompatOrphanFile) {
 		of, err := f.loadOrphanFile()
 		if err != nil {
@@ -430,10 +446,9 @@ func (f *FS) writeSuper(h handle) error {
 
 // writeGroupDesc records group g's descriptor in h; w.gdMu[g] must be held.
 func (f *FS) writeGroupDesc(h handle, g uint32) error {
-	raw := super.EncodeGroupDesc(f.sb, f.groups[g], g)
 	blk, off := f.sb.GroupDescLocation(g)
 	return h.Modify(blk, func(b []byte) error {
-		copy(b[off:], raw)
+		super.PutGroupDesc(f.sb, f.groups[g], g, b[off:])
 		return nil
 	})
 }
@@ -599,11 +614,26 @@ func (s blockStore) UpdateBlockBitmap(tx mballoc.Tx, g, start, count uint32, use
 	}
 	gd := f.groups[g]
 	return h.Modify(gd.BlockBitmap, func(b []byte) error {
-		f.w.gdMu[g].Lock()
-		defer f.w.gdMu[g].Unlock()
+		gdl := &f.w.gdMu[g]
+		gdl.Lock()
+		defer gdl.Unlock()
 		if gd.Flags&super.BGBlockUninit != 0 {
 			f.initBlockBitmap(g, b)
 			gd.Flags &^= super.BGBlockUninit
+			gdl.bitmapCrcOK = false
+		}
+		gd.FreeBlocksCount = free
+		var lo, hi uint32
+		if count > 0 {
+			lo, hi = start/8, (start+count-1)/8+1
+		}
+		// The checksum follows the change when it knows the bitmap's and
+		// nobody wrote another since (the descriptor still holds it).
+		var old [64]byte
+		incremental := f.csum && count > 0 && gdl.bitmapCrcOK && hi-lo <= uint32(len(old)) &&
+			super.BlockBitmapChecksumStored(f.sb, gd, gdl.bitmapCrc)
+		if incremental {
+			copy(old[:], b[lo:hi])
 		}
 		for k := start; k < start+count; k++ {
 			if used {
@@ -612,8 +642,16 @@ func (s blockStore) UpdateBlockBitmap(tx mballoc.Tx, g, start, count uint32, use
 				b[k/8] &^= 1 << (k % 8)
 			}
 		}
-		gd.FreeBlocksCount = free
-		super.SetBlockBitmapChecksum(f.sb, gd, b)
+		if f.csum {
+			var crc uint32
+			if incremental {
+				crc = csum.UpdateCRC32C(gdl.bitmapCrc, int(f.sb.ClustersPerGroup/8), int(lo), old[:hi-lo], b[lo:hi])
+			} else {
+				crc = super.BlockBitmapChecksum(f.sb, b)
+			}
+			gdl.bitmapCrc, gdl.bitmapCrcOK = crc, true
+			super.StoreBlockBitmapChecksum(f.sb, gd, crc)
+		}
 		return f.writeGroupDesc(h, g)
 	})
 }
@@ -719,6 +757,7 @@ func (s inodeStore) UpdateInodeBitmap(tx ialloc.Tx, g, index uint32, used, isDir
 				f.initBlockBitmap(g, b)
 				gd.Flags &^= super.BGBlockUninit
 				super.SetBlockBitmapChecksum(f.sb, gd, b)
+				f.w.gdMu[g].bitmapCrcOK = false
 				return f.writeGroupDesc(h, g)
 			})
 			if err != nil {
@@ -776,7 +815,11 @@ func (f *FS) setInode(h handle, n *node, in *inode.Inode) error {
 			ts.Nsec = 0
 		}
 	}
-	raw := make([]byte, f.inodeSize)
+	// An inode from editInode owns its Raw: encode into it in place.
+	raw := in.Raw
+	if !in.RawOwned || len(raw) != f.inodeSize {
+		raw = make([]byte, f.inodeSize)
+	}
 	if f.csum {
 		err = in.EncodeChecksum(raw, f.seed, n.ino)
 	} else {
@@ -785,7 +828,9 @@ func (f *FS) setInode(h handle, n *node, in *inode.Inode) error {
 	if err != nil {
 		return err
 	}
-	in.Raw = raw
+	// Published, the inode is read by lock-free readers: nothing may
+	// write its Raw again.
+	in.Raw, in.RawOwned = raw, false
 	if n.freed.Load() {
 		return staleWrite(n.ino, "write through a node whose inode was freed")
 	}
@@ -811,11 +856,31 @@ func (f *FS) setInode(h handle, n *node, in *inode.Inode) error {
 	return nil
 }
 
-// editInode copies n's inode for a change.
+// editInode copies n's inode for a change, with its own Raw, in one
+// allocation where the inode is of the usual sizes.
 func editInode(n *node) *inode.Inode {
-	c := *n.in()
+	old := n.in()
+	if len(old.Raw) <= inodeCopyRaw {
+		c := new(inodeCopy)
+		c.in = *old
+		c.in.Raw = c.raw[:copy(c.raw[:], old.Raw):len(old.Raw)]
+		c.in.RawOwned = true
+		return &c.in
+	}
+	c := *old
 	c.Raw = append([]byte(nil), c.Raw...)
+	c.RawOwned = true
 	return &c
+}
+
+// inodeCopyRaw is the largest Raw an inodeCopy holds: 256 bytes, mke2fs's
+// default inode size.
+const inodeCopyRaw = 256
+
+// inodeCopy is an inode and the bytes of its Raw, allocated together.
+type inodeCopy struct {
+	in  inode.Inode
+	raw [inodeCopyRaw]byte
 }
 
 // log2 of a power of two.

@@ -44,5 +44,9 @@ log=$(mktemp -t ext4go-test.XXXXXX)
 go build -o "$log.summary" ./scripts/testsummary
 go test -race -json -timeout 40m "$@" ./... 2>&1 | tee "$log" | "$log.summary"
 echo "(go test -json log: $log)"
+# What -race changes: the allocation budgets of the hot paths, and the
+# lock counting build (-tags lockstat) with its no-global-lock check.
+go test -count=1 -run 'TestHotPathAllocs' .
+go test -count=1 -tags lockstat -run 'TestLockstat' . ./internal/lockstat
 # A short smoke run of every fuzz target (longer: scripts/fuzz-smoke.sh 5m).
 ./scripts/fuzz-smoke.sh "${EXT4GO_FUZZTIME:-3s}"

@@ -57,8 +57,27 @@ func main() {
 // profiled runs cmd, writing the profiles the environment asks for (for go
 // tool pprof), for measuring where a command spends its time and memory:
 // EXT4GO_CPUPROFILE=FILE a CPU profile, EXT4GO_MEMPROFILE=FILE a heap
-// profile (with every allocation's site) when the command ends.
+// profile (with every allocation's site) when the command ends,
+// EXT4GO_MUTEXPROFILE=FILE and EXT4GO_BLOCKPROFILE=FILE where goroutines
+// waited on locks and channels (every event sampled).
 func profiled(cmd func() int) int {
+	for _, p := range []struct{ env, name string }{{"EXT4GO_MUTEXPROFILE", "mutex"}, {"EXT4GO_BLOCKPROFILE", "block"}} {
+		path := os.Getenv(p.env)
+		if path == "" {
+			continue
+		}
+		if p.name == "mutex" {
+			runtime.SetMutexProfileFraction(1)
+		} else {
+			runtime.SetBlockProfileRate(1)
+		}
+		defer func() {
+			if f, err := os.Create(path); err == nil {
+				pprof.Lookup(p.name).WriteTo(f, 0)
+				f.Close()
+			}
+		}()
+	}
 	if path := os.Getenv("EXT4GO_MEMPROFILE"); path != "" {
 		runtime.MemProfileRate = 4096
 		defer func() {

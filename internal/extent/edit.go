@@ -55,8 +55,10 @@ type Store interface {
 // done, as an I/O error inside a kernel transaction does; the caller is
 // expected to abort the transaction.
 //
-// An Editor has no state of its own besides its fields; it must not be used
-// from several goroutines at once.
+// An Editor keeps nothing between calls but scratch storage (the decoded
+// root, the path, the Tree view), so that the hot paths allocate nothing
+// for a tree that fits in the inode; it must not be used from several
+// goroutines at once, and its fields must not change while a call runs.
 type Editor struct {
 	Root      *[RootSize]byte // the inode's i_block, changed in place
 	Store     Store
@@ -69,25 +71,48 @@ type Editor struct {
 	// Bounds of physical block numbers, as in Tree.
 	FirstDataBlock, BlocksCount uint64
 
+	// View, if set, is given to the Tree view (Tree.View): read-only
+	// lookups through it borrow blocks instead of copying them.
+	View func(blk uint64, fn func(b []byte) error) error
+
 	// nodeMax, when set, caps the capacity of new block nodes: tests use
 	// it to reach deep trees with few extents (it must be at least 5).
 	nodeMax int
+
+	// Scratch reused from call to call.
+	tree     Tree
+	root     Node // the decoded root of the current call
+	rootExts [4]Extent
+	rootIdxs [4]Index
+	pathBuf  [MaxDepth + 1]level
+	left     Extent // what Neighbours returns
+	right    Extent
 }
 
-// Tree returns a read-only view of the tree, for Lookup and Walk.
+// Tree returns a read-only view of the tree, for Lookup and Walk. The view
+// belongs to the Editor: it is valid until the Editor's fields change.
 func (ed *Editor) Tree() *Tree {
-	t := &Tree{
+	ed.tree = Tree{
+		store: ed.Store, View: ed.View,
 		BlockSize:      ed.BlockSize,
 		FirstDataBlock: ed.FirstDataBlock, BlocksCount: ed.BlocksCount,
 		Csum: ed.Csum, Seed: ed.Seed, Ino: ed.Ino,
 	}
-	if ed.Store != nil {
-		t.Read = ed.Store.ReadNode
-	}
 	if ed.Root != nil {
-		t.Root = ed.Root[:]
+		ed.tree.Root = ed.Root[:]
 	}
-	return t
+	return &ed.tree
+}
+
+// decodeRoot decodes and checks the root into the Editor's own storage
+// (valid until the next decodeRoot).
+func (ed *Editor) decodeRoot() (*Node, error) {
+	var err error
+	ed.root.Header, ed.root.Extents, ed.root.Indexes, err = ed.Tree().decodeRoot(ed.rootExts[:0], ed.rootIdxs[:0])
+	if err != nil {
+		return nil, err
+	}
+	return &ed.root, nil
 }
 
 // level is one node on the path from the root to a leaf.
@@ -204,12 +229,12 @@ func (ed *Editor) checkExtent(x Extent) error {
 // lblk (kernel: ext4_find_extent). Below the root it follows the last index
 // starting at or before lblk, or the first one.
 func (ed *Editor) find(lblk uint32) (path, error) {
-	t := ed.Tree()
-	root, err := t.RootNode()
+	root, err := ed.decodeRoot()
 	if err != nil {
 		return nil, err
 	}
-	p := path{{node: root, hi: 1 << 32}}
+	// The path lives in the Editor: a second find replaces the first.
+	p := path(append(ed.pathBuf[:0], level{node: root, hi: 1 << 32}))
 	for {
 		l := p.leaf()
 		n := l.node
@@ -495,7 +520,7 @@ func (ed *Editor) deleteAt(p path, i, pos int) error {
 func (ed *Editor) shrink() error {
 	t := ed.Tree()
 	for {
-		root, err := t.RootNode()
+		root, err := ed.decodeRoot()
 		if err != nil {
 			return err
 		}
@@ -851,7 +876,8 @@ func (ed *Editor) Convert(from, n uint32, toWritten bool) error {
 // Neighbours returns the extent holding file block lblk or else the last
 // one before it (left), and the first extent starting after lblk (right);
 // nil where there is none. The writer takes allocation goals from them
-// (kernel: ext4_ext_find_goal, ext4_ext_search_left/right).
+// (kernel: ext4_ext_find_goal, ext4_ext_search_left/right). The extents
+// are the Editor's: valid until its next call.
 func (ed *Editor) Neighbours(lblk uint32) (left, right *Extent, err error) {
 	if err := ed.setupErr(); err != nil {
 		return nil, nil, err
@@ -864,8 +890,8 @@ func (ed *Editor) Neighbours(lblk uint32) (left, right *Extent, err error) {
 	for q := p; q != nil && left == nil; {
 		l := q.leaf()
 		if l.pos >= 0 {
-			x := l.node.Extents[l.pos]
-			left = &x
+			ed.left = l.node.Extents[l.pos]
+			left = &ed.left
 		} else if q, err = ed.sideLeaf(q, false); err != nil {
 			return nil, nil, err
 		}
@@ -873,8 +899,8 @@ func (ed *Editor) Neighbours(lblk uint32) (left, right *Extent, err error) {
 	for q := p; q != nil && right == nil; {
 		l := q.leaf()
 		if l.pos+1 < len(l.node.Extents) {
-			x := l.node.Extents[l.pos+1]
-			right = &x
+			ed.right = l.node.Extents[l.pos+1]
+			right = &ed.right
 		} else if q, err = ed.sideLeaf(q, true); err != nil {
 			return nil, nil, err
 		}

@@ -31,6 +31,7 @@ package extent
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"github.com/ext4go/ext4go/internal/csum"
 	"github.com/ext4go/ext4go/internal/fserr"
@@ -140,23 +141,42 @@ func (h Header) put(b []byte) {
 // magic, Entries <= Max, and that Max entries fit in b. Tree applies the
 // rules that need context (depth, ordering, bounds, checksum).
 func DecodeNode(b []byte) (*Node, error) {
-	h, err := DecodeHeader(b)
-	if err != nil {
+	n := &Node{}
+	if err := decodeNodeInto(b, n); err != nil {
 		return nil, err
 	}
+	return n, nil
+}
+
+// decodeNodeInto is DecodeNode into n, reusing the capacity of its entry
+// slices: the hot paths decode the root into storage they own instead of
+// allocating a node per call. On error n is left partly filled.
+func decodeNodeInto(b []byte, n *Node) error {
+	var err error
+	n.Header, n.Extents, n.Indexes, err = decodeNodeIn(b, n.Extents[:0], n.Indexes[:0])
+	return err
+}
+
+// decodeNodeIn decodes a node appending its entries to exts or idxs and
+// returns them: results rather than stores through a pointer, so that
+// storage on the caller's stack stays there.
+func decodeNodeIn(b []byte, exts []Extent, idxs []Index) (Header, []Extent, []Index, error) {
+	h, err := DecodeHeader(b)
+	if err != nil {
+		return h, exts, idxs, err
+	}
 	if int(h.Max) > MaxEntries(len(b)) {
-		return nil, fserr.Corrupt("extent header", "eh_max %d does not fit in %d bytes", h.Max, len(b))
+		return h, exts, idxs, fserr.Corrupt("extent header", "eh_max %d does not fit in %d bytes", h.Max, len(b))
 	}
 	if h.Entries > h.Max {
-		return nil, fserr.Corrupt("extent header", "eh_entries %d > eh_max %d", h.Entries, h.Max)
+		return h, exts, idxs, fserr.Corrupt("extent header", "eh_entries %d > eh_max %d", h.Entries, h.Max)
 	}
-	n := &Node{Header: h}
 	switch {
 	case h.Entries == 0:
 	case h.Depth == 0:
-		n.Extents = make([]Extent, 0, h.Entries)
+		exts = slices.Grow(exts, int(h.Entries))
 	default:
-		n.Indexes = make([]Index, 0, h.Entries)
+		idxs = slices.Grow(idxs, int(h.Entries))
 	}
 	le := binary.LittleEndian
 	for i := range int(h.Entries) {
@@ -171,16 +191,16 @@ func DecodeNode(b []byte) (*Node, error) {
 				x.Len -= InitMaxLen
 				x.Unwritten = true
 			}
-			n.Extents = append(n.Extents, x)
+			exts = append(exts, x)
 		} else {
-			n.Indexes = append(n.Indexes, Index{
+			idxs = append(idxs, Index{
 				Logical: le.Uint32(e[0:]),
 				Child:   uint64(le.Uint16(e[8:]))<<32 | uint64(le.Uint32(e[4:])),
 				Unused:  le.Uint16(e[10:]),
 			})
 		}
 	}
-	return n, nil
+	return h, exts, idxs, nil
 }
 
 // Leaf reports whether the node holds extents.

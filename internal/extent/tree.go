@@ -32,6 +32,10 @@ type Tree struct {
 	Csum bool   // verify the tails of block nodes (metadata_csum)
 	Seed uint32 // the inode's checksum seed, inode.Seed(fsSeed, ino, generation)
 	Ino  uint32 // inode number, for error reports
+
+	// store reads blocks when Read is nil: an Editor's view, which binds
+	// no method value per call.
+	store Store
 }
 
 // Mapping is where a file block lives, as Lookup reports it.
@@ -61,20 +65,35 @@ type NodeInfo struct {
 
 // RootNode returns the decoded and checked root node.
 func (t *Tree) RootNode() (*Node, error) {
-	if len(t.Root) < RootSize {
-		return nil, t.corrupt(-1, "i_block is %d bytes, want %d", len(t.Root), RootSize)
-	}
-	n, err := DecodeNode(t.Root[:RootSize])
-	if err != nil {
-		return nil, fserr.At(err, -1, t.Ino)
-	}
-	if n.Depth > MaxDepth {
-		return nil, t.corrupt(-1, "depth %d exceeds %d", n.Depth, MaxDepth)
-	}
-	if err := t.check(n, -1, 0, 1<<32); err != nil {
+	n := &Node{}
+	if err := t.rootInto(n); err != nil {
 		return nil, err
 	}
 	return n, nil
+}
+
+// rootInto decodes and checks the root into n, reusing n's storage.
+func (t *Tree) rootInto(n *Node) error {
+	var err error
+	n.Header, n.Extents, n.Indexes, err = t.decodeRoot(n.Extents[:0], n.Indexes[:0])
+	return err
+}
+
+// decodeRoot decodes and checks the root, appending its entries to exts
+// or idxs.
+func (t *Tree) decodeRoot(exts []Extent, idxs []Index) (Header, []Extent, []Index, error) {
+	if len(t.Root) < RootSize {
+		return Header{}, exts, idxs, t.corrupt(-1, "i_block is %d bytes, want %d", len(t.Root), RootSize)
+	}
+	h, exts, idxs, err := decodeNodeIn(t.Root[:RootSize], exts, idxs)
+	if err != nil {
+		return h, exts, idxs, fserr.At(err, -1, t.Ino)
+	}
+	if h.Depth > MaxDepth {
+		return h, exts, idxs, t.corrupt(-1, "depth %d exceeds %d", h.Depth, MaxDepth)
+	}
+	n := Node{Header: h, Extents: exts, Indexes: idxs}
+	return h, exts, idxs, t.check(&n, -1, 0, 1<<32)
 }
 
 // child reads the node idx points to from a parent of depth parentDepth,
@@ -104,13 +123,17 @@ func (t *Tree) child(idx Index, parentDepth uint16, end uint64) (*Node, error) {
 // readChild is child that also returns the block's bytes (BlockSize of
 // them, sharing the slice Read returned), for the Editor to change.
 func (t *Tree) readChild(idx Index, parentDepth uint16, end uint64) (*Node, []byte, error) {
-	if t.Read == nil {
+	read := t.Read
+	if read == nil && t.store != nil {
+		read = t.store.ReadNode
+	}
+	if read == nil {
 		return nil, nil, fmt.Errorf("extent tree of inode %d: no block reader for depth %d", t.Ino, parentDepth)
 	}
 	if t.BlockSize < 1024 || t.BlockSize > 65536 {
 		return nil, nil, fmt.Errorf("extent tree of inode %d: bad block size %d", t.Ino, t.BlockSize)
 	}
-	b, err := t.Read(idx.Child)
+	b, err := read(idx.Child)
 	if err != nil {
 		return nil, nil, fmt.Errorf("extent tree of inode %d: reading block %d: %w", t.Ino, idx.Child, err)
 	}
@@ -232,10 +255,16 @@ func childEnd(n *Node, i int, hi uint64) uint64 {
 // Lookup maps file block lblk (kernel: ext4_find_extent followed by the
 // lookup in ext4_ext_map_blocks). It reads at most one node per level.
 func (t *Tree) Lookup(lblk uint32) (Mapping, error) {
-	n, err := t.RootNode()
+	// The root holds at most four entries: decoded on the stack.
+	var exts [4]Extent
+	var idxs [4]Index
+	var root Node
+	var err error
+	root.Header, root.Extents, root.Indexes, err = t.decodeRoot(exts[:0], idxs[:0])
 	if err != nil {
 		return Mapping{}, err
 	}
+	n := &root
 	hi := uint64(1 << 32)
 	for !n.Leaf() {
 		// The last index starting at or before lblk.

@@ -20,6 +20,7 @@ package ialloc
 import (
 	"errors"
 	"fmt"
+	"github.com/ext4go/ext4go/internal/pad"
 	"hash/fnv"
 	"math/bits"
 	"math/rand/v2"
@@ -113,12 +114,12 @@ type group struct {
 	usedDirs   atomic.Uint32
 	loaded     bool
 	bitmap     []uint64 // under mu
-	_          [64]byte
+	_          [64 * pad.On]byte
 }
 
 type paddedI64 struct {
 	v atomic.Int64
-	_ [56]byte
+	_ [56 * pad.On]byte
 }
 
 // Allocator allocates inodes. Its methods are safe for concurrent use.

@@ -12,11 +12,7 @@ import (
 // generation, both little-endian, starting from the filesystem seed. Inode,
 // extent block, directory block and xattr checksums all start from it.
 func Seed(fsSeed, ino, generation uint32) uint32 {
-	var b [4]byte
-	binary.LittleEndian.PutUint32(b[:], ino)
-	c := csum.CRC32C(fsSeed, b[:])
-	binary.LittleEndian.PutUint32(b[:], generation)
-	return csum.CRC32C(c, b[:])
+	return csum.CRC32CUint32(csum.CRC32CUint32(fsSeed, ino), generation)
 }
 
 // hasChecksumHi reports whether i_checksum_hi is part of the inode in raw:
@@ -39,16 +35,15 @@ func Checksum(fsSeed, ino uint32, raw []byte) uint32 {
 	if len(raw) < GoodOldSize {
 		return 0
 	}
-	var zero [2]byte
 	c := Seed(fsSeed, ino, binary.LittleEndian.Uint32(raw[offGeneration:]))
 	c = csum.CRC32C(c, raw[:offChecksumLo])
-	c = csum.CRC32C(c, zero[:])
+	c = csum.CRC32CZeros(c, 2)
 	c = csum.CRC32C(c, raw[offChecksumLo+2:GoodOldSize])
 	if len(raw) > GoodOldSize {
 		c = csum.CRC32C(c, raw[GoodOldSize:offChecksumHi])
 		rest := offChecksumHi
 		if hasChecksumHi(raw) {
-			c = csum.CRC32C(c, zero[:])
+			c = csum.CRC32CZeros(c, 2)
 			rest += 2
 		}
 		c = csum.CRC32C(c, raw[rest:])

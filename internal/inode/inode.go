@@ -182,6 +182,11 @@ type Inode struct {
 	// Raw is a copy of the whole on-disk inode (the inode size in bytes).
 	// Encode starts from it, keeping what the fields above do not model.
 	Raw []byte
+	// RawOwned says Raw is this value's own copy, shared with no other
+	// Inode: an encoder may then write the new bytes into it in place.
+	// Copying an Inode copies the flag with the shared slice, so whoever
+	// copies must clear it (or copy Raw).
+	RawOwned bool
 }
 
 // checkSize validates an inode size: a power of two, at least 128 bytes and
@@ -293,6 +298,7 @@ func encodeTime(b []byte, base, extra int, hasExtra bool, t Timestamp) {
 // Encode writes the inode into dst, whose length is the inode size. dst is
 // first filled from Raw (zeros where Raw is short or nil), then every field
 // is written; extra fields are written only where ExtraIsize covers them.
+// dst may be Raw itself.
 // The checksum fields are written as they are in the Inode; use
 // EncodeChecksum to compute them.
 func (in *Inode) Encode(dst []byte) error {
@@ -306,8 +312,12 @@ func (in *Inode) Encode(dst []byte) error {
 	if err := checkExtraIsize(in.ExtraIsize, size); err != nil {
 		return err
 	}
-	clear(dst)
-	copy(dst, in.Raw)
+	if len(in.Raw) > 0 && len(dst) > 0 && &dst[0] == &in.Raw[0] {
+		clear(dst[min(len(in.Raw), len(dst)):])
+	} else {
+		clear(dst)
+		copy(dst, in.Raw)
+	}
 	le := binary.LittleEndian
 	b := dst
 	le.PutUint16(b[offMode:], in.Mode)

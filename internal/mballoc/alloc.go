@@ -146,7 +146,7 @@ func (a *Allocator) Allocate(tx Tx, req Request) (Extent, error) {
 				ac.resetForRetry()
 				continue
 			}
-			return Extent{}, &NoSpaceError{Pending: a.pending.Load()}
+			return Extent{}, &NoSpaceError{Pending: a.pending.sum()}
 		}
 		ac.collectStats()
 	}
@@ -189,12 +189,12 @@ func (ac *allocCtx) init(req *Request) error {
 	}
 	// Claim: shrink the request to what is free (kernel:
 	// ext4_claim_free_clusters halving ar->len).
-	avail := ac.a.free.sum() - ac.a.pending.Load()
+	avail := ac.a.free.sum() - ac.a.pending.sum()
 	for n > 0 && int64(n) > avail {
 		n >>= 1
 	}
 	if n == 0 {
-		return &NoSpaceError{Pending: ac.a.pending.Load()}
+		return &NoSpaceError{Pending: ac.a.pending.sum()}
 	}
 	ac.o = fex{group: gi, start: off, len: uint32(n), logical: req.Logical >> cb}
 	ac.g = ac.o

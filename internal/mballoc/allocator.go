@@ -3,6 +3,8 @@ package mballoc
 import (
 	"errors"
 	"fmt"
+	"github.com/ext4go/ext4go/internal/lockstat"
+	"github.com/ext4go/ext4go/internal/pad"
 	"math/bits"
 	"runtime"
 	"sync/atomic"
@@ -39,7 +41,7 @@ type groupFields struct {
 // counters never share one.
 type group struct {
 	groupFields
-	_ [(cacheLine - unsafe.Sizeof(groupFields{})%cacheLine) % cacheLine]byte
+	_ [(cacheLine - unsafe.Sizeof(groupFields{})%cacheLine) % cacheLine * pad.On]byte
 }
 
 type pendingFree struct {
@@ -49,12 +51,12 @@ type pendingFree struct {
 
 type paddedU32 struct {
 	v atomic.Uint32
-	_ [cacheLine - 4]byte
+	_ [(cacheLine - 4) * pad.On]byte
 }
 
 type paddedI64 struct {
 	v atomic.Int64
-	_ [cacheLine - 8]byte
+	_ [(cacheLine - 8) * pad.On]byte
 }
 
 // shardedCounter is a counter spread over cache lines (kernel:
@@ -103,9 +105,9 @@ type Allocator struct {
 
 	goals      []paddedU32 // stream goals: s_mb_last_groups
 	legacyGoal struct {
-		groupLock // s_md_lock, a spinlock in the kernel
-		group     uint32
-		start     uint32
+		legacyLock // s_md_lock, a spinlock in the kernel
+		group      uint32
+		start      uint32
 	}
 
 	lgs []localityGroup
@@ -113,10 +115,11 @@ type Allocator struct {
 	inodes [64]inodeShard
 	// streams counts the inodes with preallocation state: files streaming
 	// now (the state goes at their last close), which stream spreading
-	// keeps apart.
-	streams  atomic.Int64
+	// keeps apart. Sharded by inode, as pending by group, so that a
+	// truncate and the next allocation write no line shared by all files.
+	streams  shardedCounter
 	deferred [16]deferShard
-	pending  atomic.Int64 // clusters freed by uncommitted transactions
+	pending  shardedCounter // clusters freed by uncommitted transactions
 
 	free     shardedCounter // free clusters on disk (s_freeclusters_counter)
 	flexFree []paddedI64
@@ -148,13 +151,15 @@ func New(gm Geometry, store Store, cfg Config) (*Allocator, error) {
 		cpus = runtime.GOMAXPROCS(0)
 	}
 	a := &Allocator{
-		geo:    g,
-		store:  store,
-		legacy: cfg.Legacy,
-		groups: make([]group, g.groups),
-		lfo:    newOrderIndex(g.numOrders(), g.groups, cfg.Legacy),
-		avg:    newOrderIndex(g.numOrders(), g.groups, cfg.Legacy),
-		free:   newShardedCounter(2 * cpus),
+		geo:     g,
+		store:   store,
+		legacy:  cfg.Legacy,
+		groups:  make([]group, g.groups),
+		lfo:     newOrderIndex(g.numOrders(), g.groups, cfg.Legacy),
+		avg:     newOrderIndex(g.numOrders(), g.groups, cfg.Legacy),
+		free:    newShardedCounter(2 * cpus),
+		streams: newShardedCounter(2 * cpus),
+		pending: newShardedCounter(2 * cpus),
 	}
 	a.zone, _ = store.(SystemZone)
 	a.tun.Store(&t)
@@ -298,6 +303,8 @@ func (a *Allocator) markDiskLocked(tx Tx, g *group, gi, start, n uint32, used bo
 	g.diskFree.Store(nf)
 	a.free.add(gi, d)
 	a.flexFree[a.geo.flexOf(gi)].v.Add(d)
+	lockstat.Count(lockstat.AllocFreeCount)
+	lockstat.Count(lockstat.AllocFlexFree)
 	return nil
 }
 
@@ -325,7 +332,7 @@ func (a *Allocator) FlexFreeClusters(f uint32) int64 {
 
 // PendingFrees returns the clusters freed by transactions that have not
 // committed yet (kernel: s_mb_free_pending).
-func (a *Allocator) PendingFrees() int64 { return a.pending.Load() }
+func (a *Allocator) PendingFrees() int64 { return a.pending.sum() }
 
 // Groups returns the number of block groups.
 func (a *Allocator) Groups() uint32 { return a.geo.groups }

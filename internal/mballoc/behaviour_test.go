@@ -71,7 +71,9 @@ func TestGlobalGoalCount(t *testing.T) {
 func TestSmallClosedFilesPacked(t *testing.T) {
 	gm := GeometryFor(1<<30, 4096)
 	s, _ := NewMemStore(gm, MemStoreOptions{})
-	a, err := New(gm, s, Config{CPUs: 1})
+	tun := DefaultTunables(1)
+	tun.Stats = true
+	a, err := New(gm, s, Config{CPUs: 1, Tunables: &tun})
 	if err != nil {
 		t.Fatal(err)
 	}

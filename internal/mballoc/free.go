@@ -3,8 +3,9 @@ package mballoc
 import (
 	"errors"
 	"fmt"
+	"github.com/ext4go/ext4go/internal/lockstat"
+	"github.com/ext4go/ext4go/internal/pad"
 	"slices"
-	"sync"
 
 	"github.com/ext4go/ext4go/internal/fserr"
 )
@@ -24,9 +25,9 @@ const (
 // deferShard maps transaction IDs to the groups holding extents they freed
 // (kernel: s_freed_data_list, here sharded by group).
 type deferShard struct {
-	mu sync.Mutex
+	mu lockstat.Mutex[lockstat.MAllocDeferred]
 	m  map[uint64][]uint32
-	_  [cacheLine]byte
+	_  [cacheLine * pad.On]byte
 }
 
 // Free releases blocks [start, start+count) (kernel: ext4_free_blocks).
@@ -114,7 +115,8 @@ func (a *Allocator) freeInGroup(tx Tx, gi, off, n uint32, flags FreeFlags) error
 			a.publishLocked(g, gi)
 			return fserr.Corrupt(fmt.Sprintf("block bitmap of group %d", gi), "%v", err)
 		}
-		a.pending.Add(int64(n))
+		a.pending.add(gi, int64(n))
+		lockstat.Count(lockstat.AllocPending)
 		a.registerDeferred(tid, gi)
 	} else if err := g.b.freeRange(off, n); err != nil {
 		g.corrupt.Store(true)
@@ -221,7 +223,8 @@ func (a *Allocator) ReleaseDeferred(tid uint64) error {
 		g.pending = keep
 		a.publishLocked(g, gi)
 		g.mu.Unlock()
-		a.pending.Add(-released)
+		a.pending.add(gi, -released)
+		lockstat.Count(lockstat.AllocPending)
 	}
 	return firstErr
 }

@@ -1,8 +1,8 @@
 package mballoc
 
 import (
+	"github.com/ext4go/ext4go/internal/lockstat"
 	"runtime"
-	"sync"
 )
 
 // groupLock guards a group's state (kernel: ext4_lock_group, a spinlock),
@@ -13,7 +13,9 @@ import (
 // each and, once a waiter has waited a millisecond, turns sync.Mutex into
 // FIFO hand-off mode where every unlock waits for a sleeper to be
 // scheduled.
-type groupLock struct{ mu sync.Mutex }
+type groupLock struct {
+	mu lockstat.Mutex[lockstat.MAllocGroup]
+}
 
 const groupLockSpins = 32
 
@@ -29,3 +31,11 @@ func (l *groupLock) Lock() {
 
 func (l *groupLock) TryLock() bool { return l.mu.TryLock() }
 func (l *groupLock) Unlock()       { l.mu.Unlock() }
+
+// legacyLock is groupLock counted as the legacy stream goal's lock.
+type legacyLock struct {
+	mu lockstat.Mutex[lockstat.MAllocLegacy]
+}
+
+func (l *legacyLock) Lock()   { l.mu.Lock() }
+func (l *legacyLock) Unlock() { l.mu.Unlock() }

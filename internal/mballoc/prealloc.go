@@ -1,6 +1,8 @@
 package mballoc
 
 import (
+	"github.com/ext4go/ext4go/internal/lockstat"
+	"github.com/ext4go/ext4go/internal/pad"
 	"math/bits"
 	"slices"
 	"sync"
@@ -44,10 +46,10 @@ const paBuckets = 10
 // allocation; listMu guards the lists, which others touch when they discard
 // preallocations.
 type localityGroup struct {
-	mu     sync.Mutex
-	listMu sync.Mutex
+	mu     lockstat.Mutex[lockstat.MAllocLocality]
+	listMu lockstat.Mutex[lockstat.MAllocLocality]
 	lists  [paBuckets][]*prealloc
-	_      [cacheLine]byte
+	_      [cacheLine * pad.On]byte
 }
 
 // lockLocalityGroup picks and locks a locality group for a small-file
@@ -76,9 +78,9 @@ type inodeState struct {
 }
 
 type inodeShard struct {
-	mu sync.Mutex
+	mu lockstat.Mutex[lockstat.MAllocInodePA]
 	m  map[uint32]*inodeState
-	_  [cacheLine]byte
+	_  [cacheLine * pad.On]byte
 }
 
 func (a *Allocator) inodeState(ino uint32, create bool) *inodeState {
@@ -89,7 +91,8 @@ func (a *Allocator) inodeState(ino uint32, create bool) *inodeState {
 	if is == nil && create {
 		is = &inodeState{}
 		sh.m[ino] = is
-		a.streams.Add(1)
+		a.streams.add(ino, 1)
+		lockstat.Count(lockstat.AllocStreams)
 	}
 	return is
 }
@@ -208,7 +211,9 @@ func (ac *allocCtx) useInodePA(pa *prealloc) (bool, error) {
 	}
 	ac.used = fex{group: gi, start: start, len: n, logical: ac.o.logical}
 	ac.status = acFound
-	a.stats.inodePAHits.Add(1)
+	if ac.t.Stats { // a shared line: not written per allocation unless asked
+		a.stats.inodePAHits.Add(1)
+	}
 	return true, nil
 }
 
@@ -263,7 +268,9 @@ func (ac *allocCtx) useGroupPA() (bool, error) {
 	}
 	ac.used = fex{group: gi, start: start, len: ac.o.len, logical: ac.o.logical}
 	ac.status = acFound
-	a.stats.groupPAHits.Add(1)
+	if ac.t.Stats {
+		a.stats.groupPAHits.Add(1)
+	}
 	return true, nil
 }
 
@@ -459,7 +466,8 @@ func (a *Allocator) DiscardInodePrealloc(ino uint32) {
 	if is == nil {
 		return
 	}
-	a.streams.Add(-1)
+	a.streams.add(ino, -1)
+	lockstat.Count(lockstat.AllocStreams)
 	is.mu.Lock()
 	pas := is.pas
 	is.pas = nil
@@ -489,4 +497,5 @@ func (a *Allocator) storeStreamGoal(ino, gi, start uint32) {
 		return
 	}
 	a.goals[ino%uint32(len(a.goals))].v.Store(gi)
+	lockstat.Count(lockstat.AllocStreamGoal)
 }

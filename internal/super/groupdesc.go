@@ -108,8 +108,17 @@ func DecodeGroupDescNoVerify(sb *Superblock, b []byte) (*GroupDesc, error) {
 // descriptor checksums (and stored in g.Checksum). Without them the stored
 // g.Checksum is written unchanged, as the kernel leaves it.
 func EncodeGroupDesc(sb *Superblock, g *GroupDesc, group uint32) []byte {
+	b := make([]byte, sb.DescSize())
+	PutGroupDesc(sb, g, group, b)
+	return b
+}
+
+// PutGroupDesc is EncodeGroupDesc into b (at least sb.DescSize() bytes,
+// of which the first DescSize are written), without a buffer of its own.
+func PutGroupDesc(sb *Superblock, g *GroupDesc, group uint32, b []byte) {
 	ds := int(sb.DescSize())
-	b := make([]byte, ds)
+	b = b[:ds]
+	clear(b)
 	le := binary.LittleEndian
 	le.PutUint32(b[0x00:], uint32(g.BlockBitmap))
 	le.PutUint32(b[0x04:], uint32(g.InodeBitmap))
@@ -140,7 +149,6 @@ func EncodeGroupDesc(sb *Superblock, g *GroupDesc, group uint32) []byte {
 		g.Checksum = GroupDescChecksum(sb, b, group)
 	}
 	le.PutUint16(b[gdChecksumOffset:], g.Checksum)
-	return b
 }
 
 // GroupDescChecksum computes the checksum of the raw descriptor b (at least
@@ -150,19 +158,18 @@ func EncodeGroupDesc(sb *Superblock, g *GroupDesc, group uint32) []byte {
 // group number and descriptor; otherwise 0.
 func GroupDescChecksum(sb *Superblock, b []byte, group uint32) uint16 {
 	ds := min(int(sb.DescSize()), len(b))
-	var le [4]byte
-	binary.LittleEndian.PutUint32(le[:], group)
-	var zero [2]byte
 	switch {
 	case sb.HasMetadataCsum():
-		c := csum.CRC32C(sb.ChecksumSeed(), le[:])
+		c := csum.CRC32CUint32(sb.ChecksumSeed(), group)
 		c = csum.CRC32C(c, b[:min(gdChecksumOffset, ds)])
-		c = csum.CRC32C(c, zero[:])
+		c = csum.CRC32CZeros(c, 2)
 		if ds > gdChecksumOffset+2 {
 			c = csum.CRC32C(c, b[gdChecksumOffset+2:ds])
 		}
 		return uint16(c)
 	case sb.HasGDTCsum():
+		var le [4]byte
+		binary.LittleEndian.PutUint32(le[:], group)
 		c := csum.CRC16(0xFFFF, sb.UUID[:])
 		c = csum.CRC16(c, le[:])
 		c = csum.CRC16(c, b[:min(gdChecksumOffset, ds)])
@@ -263,13 +270,7 @@ func InodeBitmapChecksum(sb *Superblock, bitmap []byte) uint32 {
 func bitmapChecksum(sb *Superblock, bitmap []byte, n uint32) uint32 {
 	have := min(uint32(len(bitmap)), n)
 	c := csum.CRC32C(sb.ChecksumSeed(), bitmap[:have])
-	var zero [256]byte
-	for pad := n - have; pad > 0; {
-		k := min(pad, uint32(len(zero)))
-		c = csum.CRC32C(c, zero[:k])
-		pad -= k
-	}
-	return c
+	return csum.CRC32CZeros(c, int(n-have))
 }
 
 // bitmapCsumMask is what of a bitmap checksum the descriptor stores: all 32
@@ -287,6 +288,20 @@ func SetBlockBitmapChecksum(sb *Superblock, g *GroupDesc, bitmap []byte) {
 	if sb.HasMetadataCsum() {
 		g.BlockBitmapCsum = BlockBitmapChecksum(sb, bitmap) & bitmapCsumMask(sb)
 	}
+}
+
+// StoreBlockBitmapChecksum stores crc, the whole BlockBitmapChecksum, in g
+// as the descriptor keeps it (metadata_csum only).
+func StoreBlockBitmapChecksum(sb *Superblock, g *GroupDesc, crc uint32) {
+	if sb.HasMetadataCsum() {
+		g.BlockBitmapCsum = crc & bitmapCsumMask(sb)
+	}
+}
+
+// BlockBitmapChecksumStored reports whether g holds crc as
+// StoreBlockBitmapChecksum would store it.
+func BlockBitmapChecksumStored(sb *Superblock, g *GroupDesc, crc uint32) bool {
+	return g.BlockBitmapCsum == crc&bitmapCsumMask(sb)
 }
 
 // SetInodeBitmapChecksum stores the checksum of bitmap in g (metadata_csum

@@ -1,14 +1,15 @@
 package txn
 
 import (
+	"github.com/ext4go/ext4go/internal/lockstat"
+	"github.com/ext4go/ext4go/internal/pad"
 	"slices"
-	"sync"
 	"sync/atomic"
 )
 
 // Buffer is a cached block.
 type Buffer struct {
-	mu       sync.RWMutex // protects data, valid, tx, inflight
+	mu       lockstat.RWMutex[lockstat.MBuffer] // protects data, valid, tx, inflight
 	data     []byte
 	valid    bool         // data holds the block's content
 	tx       *Transaction // the transaction that changed it and has not committed, or nil
@@ -36,9 +37,9 @@ type cache struct {
 }
 
 type cacheShard struct {
-	mu sync.Mutex // protects m
+	mu lockstat.Mutex[lockstat.MBufferCache] // protects m
 	m  map[uint64]*Buffer
-	_  [48]byte // one shard per cache line
+	_  [48 * pad.On]byte // one shard per cache line
 }
 
 func (c *cache) init(capacity int) {

@@ -32,7 +32,9 @@
 // Begin and End take no lock when no commit is closing the running
 // transaction: the running transaction is an atomic pointer and its open
 // handles an atomic count (as jbd2's t_updates), so handles on different
-// files do not serialise on the manager.
+// files do not serialise on the manager. The count is sharded over cache
+// lines by the caller's key (BeginFor: the inode), so that handles on
+// different files do not even write one shared line; Commit sums it.
 //
 // A handle must not wait for anything that may wait for a commit (for
 // example an inode lock) while it is open: take such locks before Begin.
@@ -41,6 +43,8 @@ package txn
 import (
 	"errors"
 	"fmt"
+	"github.com/ext4go/ext4go/internal/lockstat"
+	"github.com/ext4go/ext4go/internal/pad"
 	"io"
 	"slices"
 	"sync"
@@ -118,15 +122,15 @@ type Manager struct {
 	opts      Options
 	cache     cache
 
-	commitMu sync.Mutex // serialises Commit; protects nextTID
+	commitMu lockstat.Mutex[lockstat.MTxnCommit] // serialises Commit; protects nextTID
 
-	mu      sync.Mutex // the lock of cond
-	cond    *sync.Cond // signalled when a locked transaction's updates drop to 0 or a new one runs
+	mu      lockstat.Mutex[lockstat.MTxnManager] // the lock of cond
+	cond    *sync.Cond                           // signalled when a locked transaction's updates drop to 0 or a new one runs
 	running atomic.Pointer[Transaction]
 	nextTID uint64
 	err     atomic.Pointer[error] // a failed commit: the filesystem is no longer consistent on disk
 
-	hooksMu sync.Mutex
+	hooksMu lockstat.Mutex[lockstat.MTxnHooks]
 	hooks   []func(tid uint64)
 
 	committing  atomic.Bool
@@ -138,25 +142,44 @@ type Manager struct {
 // Transaction is a group of changes that reach the disk together.
 type Transaction struct {
 	tid     uint64
-	updates atomic.Int64 // open handles
-	locked  atomic.Bool  // closed to new handles by Commit
-	ndirty  atomic.Int64 // blocks in dirty, read without the shard locks
-	nrevoke atomic.Int64 // revoke records, read without revokeMu
+	updates [updateShards]paddedCount // open handles, by BeginFor's key
+	locked  atomic.Bool               // closed to new handles by Commit
+	ndirty  atomic.Int64              // blocks in dirty, read without the shard locks
+	nrevoke atomic.Int64              // revoke records, read without revokeMu
 
 	dirty [dirtyShards]dirtyShard
 
-	revokeMu sync.Mutex
+	revokeMu lockstat.Mutex[lockstat.MTxnRevoke]
 	revokes  map[uint64]struct{} // freed blocks with logged copies (revokeMu)
 }
 
 const dirtyShards = 16
 
+// updateShards spreads a transaction's open-handle count (a power of two).
+const updateShards = 16
+
+// paddedCount is a counter alone on its cache line.
+type paddedCount struct {
+	n atomic.Int64
+	_ [56 * pad.On]byte
+}
+
+// openHandles sums the open-handle count; exact once t is locked and the
+// handles backing out have done so.
+func (t *Transaction) openHandles() int64 {
+	var n int64
+	for i := range t.updates {
+		n += t.updates[i].n.Load()
+	}
+	return n
+}
+
 // dirtyShard holds the changed blocks of a transaction whose numbers fall
 // in it.
 type dirtyShard struct {
-	mu sync.Mutex
+	mu lockstat.Mutex[lockstat.MTxnDirtyShard]
 	m  map[uint64]*Buffer
-	_  [40]byte // keep shards on separate cache lines
+	_  [40 * pad.On]byte // keep shards on separate cache lines
 }
 
 func (t *Transaction) shard(nr uint64) *dirtyShard { return &t.dirty[nr%dirtyShards] }
@@ -170,6 +193,7 @@ func (t *Transaction) addDirty(nr uint64, b *Buffer) {
 	}
 	if _, ok := s.m[nr]; !ok {
 		t.ndirty.Add(1)
+		lockstat.Count(lockstat.TxnDirtyCount)
 	}
 	s.m[nr] = b
 	s.mu.Unlock()
@@ -182,6 +206,7 @@ func (t *Transaction) dropDirty(nr uint64) {
 	if _, ok := s.m[nr]; ok {
 		delete(s.m, nr)
 		t.ndirty.Add(-1)
+		lockstat.Count(lockstat.TxnDirtyCount)
 	}
 	s.mu.Unlock()
 }
@@ -273,12 +298,18 @@ func (m *Manager) OnCommit(fn func(tid uint64)) {
 type Handle struct {
 	m     *Manager
 	t     *Transaction
+	shard *paddedCount // where the handle counted itself open
 	ended bool
 }
 
 // Begin opens a handle in the running transaction, waiting while a commit
 // is closing it.
-func (m *Manager) Begin() (*Handle, error) {
+func (m *Manager) Begin() (*Handle, error) { return m.BeginFor(0) }
+
+// BeginFor is Begin for a change to the object key names (an inode
+// number): handles with different keys count themselves open in different
+// cache lines.
+func (m *Manager) BeginFor(key uint64) (*Handle, error) {
 	for {
 		if err := m.Err(); err != nil {
 			return nil, err
@@ -291,15 +322,17 @@ func (m *Manager) Begin() (*Handle, error) {
 			continue
 		}
 		if !t.locked.Load() {
-			t.updates.Add(1)
+			c := &t.updates[key%updateShards]
+			c.n.Add(1)
+			lockstat.Count(lockstat.TxnOpenCount)
 			// Commit sets locked before it reads updates, and we read
 			// locked after adding ours (both sequentially consistent):
 			// either Commit sees our handle and waits for it, or we
 			// see locked and back out.
 			if !t.locked.Load() {
-				return &Handle{m: m, t: t}, nil
+				return &Handle{m: m, t: t, shard: c}, nil
 			}
-			m.endUpdate(t)
+			m.endUpdate(t, c)
 		}
 		m.mu.Lock()
 		for m.running.Load() == t && t.locked.Load() {
@@ -330,8 +363,9 @@ func (m *Manager) commitFull(t *Transaction) error {
 
 // endUpdate ends one open handle of t, waking a commit waiting for the
 // last.
-func (m *Manager) endUpdate(t *Transaction) {
-	if t.updates.Add(-1) == 0 && t.locked.Load() {
+func (m *Manager) endUpdate(t *Transaction, c *paddedCount) {
+	lockstat.Count(lockstat.TxnOpenCount)
+	if c.n.Add(-1) == 0 && t.locked.Load() {
 		m.mu.Lock()
 		m.cond.Broadcast()
 		m.mu.Unlock()
@@ -457,7 +491,7 @@ func (h *Handle) End() error {
 	h.ended = true
 	m := h.m
 	t := h.t
-	m.endUpdate(t)
+	m.endUpdate(t, h.shard)
 	big := t.ndirty.Load() >= m.maxDirty.Load() && !t.locked.Load() && m.running.Load() == t
 	if big && m.committing.CompareAndSwap(false, true) {
 		defer m.committing.Store(false)
@@ -534,7 +568,7 @@ func (m *Manager) Commit() error {
 	m.mu.Lock()
 	t := m.running.Load()
 	t.locked.Store(true)
-	for t.updates.Load() > 0 {
+	for t.openHandles() > 0 {
 		m.cond.Wait()
 	}
 	// No handle can change t's blocks now: freeze them.

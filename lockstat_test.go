@@ -1,0 +1,93 @@
+//go:build lockstat
+
+package ext4go_test
+
+import (
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/internal/lockstat"
+	"github.com/ext4go/ext4go/internal/mkfs"
+	"github.com/ext4go/ext4go/internal/testutil"
+)
+
+// TestLockstatFallocate2 is issue 13's contention claim on a machine with
+// few cores: fallocate2's operations (fallocate 8 KiB at the end, truncate
+// to 0 at 1 MiB) take no lock and write no counter that all files share,
+// so nothing serialises them but the files' own locks and the sharded
+// structures. Only a block joining the running transaction counts itself
+// in the transaction (once per block per transaction), which the test
+// bounds as amortised; commits, the only other global work, are kept out
+// of the window by a long commit interval.
+func TestLockstatFallocate2(t *testing.T) {
+	img := filepath.Join(t.TempDir(), "img")
+	if err := mkfs.Format(img, mkfs.Options{Size: 512 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := ext4go.Open(img, &ext4go.Options{Writable: true, CommitInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers, opsEach = 4, 3000
+	const step, limit = 8 << 10, 1 << 20
+	var files []*ext4go.File
+	for i := range workers {
+		f, err := fsys.Create(string(rune('a' + i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	run := func(n int) {
+		var wg sync.WaitGroup
+		for _, f := range files {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var off int64
+				for range n {
+					if off >= limit {
+						if err := f.Truncate(0); err != nil {
+							t.Error(err)
+							return
+						}
+						off = 0
+					}
+					if err := f.Fallocate(0, off, step); err != nil {
+						t.Error(err)
+						return
+					}
+					off += step
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	run(300) // warm: groups loaded, blocks cached, state made
+	before := lockstat.Snapshot()
+	run(opsEach)
+	got := lockstat.Snapshot().Sub(before)
+	ops := float64(workers * opsEach)
+	for _, s := range lockstat.Sites() {
+		if got[s] > 0 {
+			t.Logf("%-44s %-10s %8d %8.4f/op", s.Name(), s.Scope(), got[s], float64(got[s])/ops)
+		}
+		if s.Scope() != lockstat.Global || got[s] == 0 {
+			continue
+		}
+		if s == lockstat.TxnDirtyCount && float64(got[s])/ops < 0.01 {
+			continue // amortised: once per block per transaction
+		}
+		t.Errorf("%s (global) taken %d times in %v operations", s.Name(), got[s], ops)
+	}
+	for _, f := range files {
+		f.Close()
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, img)
+}
