@@ -18,12 +18,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/internal/lockstat"
 	"github.com/ext4go/ext4go/internal/mkfs"
 )
 
 func init() {
 	benchKinds["fallocate2"] = benchKind{
-		usage:   "fallocate2 [-p 1,2,4,8] [--dir MOUNTPOINT] [--no-journal] [--duration D] [--size BYTES] [--json]",
+		usage:   "fallocate2 [-p 1,2,4,8] [--dir MOUNTPOINT] [--no-journal] [--duration D] [--size BYTES] [--breakdown] [--locks] [--json]",
 		summary: "will-it-scale fallocate2 through the filesystem: each of P goroutines fallocates 8 KiB at the end of its own file until 1 MiB, then truncates it to 0; through ext4go on a fresh image, or with -dir through system calls on a mounted directory",
 		run:     benchFallocate2,
 	}
@@ -74,8 +75,16 @@ func benchFallocate2(e *env, c *command, args []string) error {
 	sizeFlag := fl.String("size", "1G", "size of the fresh image (without -dir)")
 	asJSON := fl.Bool("json", false, "one JSON object per line")
 	noJournal := fl.Bool("no-journal", false, "write the image in place, without its journal (without -dir)")
+	locks := fl.Bool("locks", false, "count the shared locks and counters each operation takes (an ext4go built with -tags lockstat)")
+	breakdown := fl.Bool("breakdown", false, "print where the CPU time goes, in ns per operation by layer (allocator, extent tree, inode, bitmaps, journal, checksums)")
 	if err := fl.Parse(args); err != nil {
 		return err
+	}
+	if *locks && !lockstat.Enabled {
+		return fmt.Errorf("--locks: this ext4go was built without lock counting; build it with 'go build -tags lockstat ./cmd/ext4go'")
+	}
+	if *locks && *dirFlag != "" {
+		return usagef("--locks counts ext4go's locks: not with --dir")
 	}
 	ps, err := parseList(*plist)
 	if err != nil {
@@ -93,29 +102,80 @@ func benchFallocate2(e *env, c *command, args []string) error {
 		config = "ext4go-nojournal"
 	}
 	for _, p := range ps {
-		ops, err := fallocate2Run(p, *dur, *dirFlag, int64(size), *noJournal)
+		r, err := fallocate2Run(p, *dur, *dirFlag, int64(size), *noJournal, *breakdown)
 		if err != nil {
 			return err
 		}
+		ops := r.opsPerSec
 		if *asJSON {
-			json.NewEncoder(e.stdout).Encode(map[string]any{"bench": "fallocate2", "config": config, "p": p, "ops_per_sec": ops})
-		} else {
-			fmt.Fprintf(e.stdout, "fallocate2 %-7s p=%-3d %12.0f ops/s\n", config, p, ops)
+			out := map[string]any{"bench": "fallocate2", "config": config, "p": p, "ops_per_sec": ops}
+			if *locks {
+				per := map[string]float64{}
+				for _, s := range lockstat.Sites() {
+					per[s.Name()] = float64(r.locks[s]) / float64(max(r.ops, 1))
+				}
+				out["locks_per_op"] = per
+			}
+			if *breakdown {
+				per := map[string]float64{}
+				for l, ns := range r.layers {
+					per[l] = float64(ns) / float64(max(r.ops, 1))
+				}
+				out["ns_per_op_by_layer"] = per
+			}
+			json.NewEncoder(e.stdout).Encode(out)
+			continue
+		}
+		fmt.Fprintf(e.stdout, "fallocate2 %-7s p=%-3d %12.0f ops/s\n", config, p, ops)
+		if *locks {
+			printLocks(e.stdout, r.locks, r.ops)
+		}
+		if *breakdown {
+			printBreakdown(e.stdout, r.layers, r.ops)
 		}
 	}
 	return nil
 }
 
+// printLocks prints the per-operation acquisitions of every site taken,
+// global sites first.
+func printLocks(w io.Writer, c lockstat.Counts, ops int64) {
+	fmt.Fprintf(w, "  %-44s %-10s %12s %10s\n", "site", "scope", "taken", "per op")
+	for _, scope := range []lockstat.Scope{lockstat.Global, lockstat.Sharded, lockstat.PerObject} {
+		for _, s := range lockstat.Sites() {
+			if s.Scope() != scope || c[s] == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "  %-44s %-10s %12d %10.4f\n", s.Name(), scope, c[s], float64(c[s])/float64(max(ops, 1)))
+		}
+	}
+	var global uint64
+	for _, s := range lockstat.Sites() {
+		if s.Scope() == lockstat.Global {
+			global += c[s]
+		}
+	}
+	fmt.Fprintf(w, "  global sites: %d acquisitions in %d operations (%.4f per op)\n", global, ops, float64(global)/float64(max(ops, 1)))
+}
+
+// fallocate2Result is one run of the loop.
+type fallocate2Result struct {
+	opsPerSec float64
+	ops       int64            // fallocate calls
+	locks     lockstat.Counts  // shared sites taken while the loop ran (with -tags lockstat)
+	layers    map[string]int64 // CPU ns by layer (with breakdown)
+}
+
 // fallocate2Run runs the loop with p goroutines for d and returns
 // operations (fallocate calls) per second.
-func fallocate2Run(p int, d time.Duration, dir string, size int64, noJournal bool) (float64, error) {
+func fallocate2Run(p int, d time.Duration, dir string, size int64, noJournal, breakdown bool) (fallocate2Result, error) {
 	var files []fallocator
 	var cleanup func() error
 	if dir != "" {
 		for i := 0; i < p; i++ {
 			f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("fallocate2-%d", i)), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 			if err != nil {
-				return 0, err
+				return fallocate2Result{}, err
 			}
 			os.Remove(f.Name()) // will-it-scale uses unlinked files
 			files = append(files, osFile{f})
@@ -124,23 +184,23 @@ func fallocate2Run(p int, d time.Duration, dir string, size int64, noJournal boo
 	} else {
 		tmp, err := os.MkdirTemp("", "ext4go-bench-")
 		if err != nil {
-			return 0, err
+			return fallocate2Result{}, err
 		}
 		img := filepath.Join(tmp, "bench.img")
 		if err := mkfs.Format(img, mkfs.Options{Size: size}); err != nil {
 			os.RemoveAll(tmp)
-			return 0, err
+			return fallocate2Result{}, err
 		}
 		fsys, err := ext4go.Open(img, &ext4go.Options{Writable: true, NoJournal: noJournal})
 		if err != nil {
 			os.RemoveAll(tmp)
-			return 0, err
+			return fallocate2Result{}, err
 		}
 		for i := 0; i < p; i++ {
 			name := fmt.Sprintf("fallocate2-%d", i)
 			f, err := fsys.Create(name)
 			if err != nil {
-				return 0, err
+				return fallocate2Result{}, err
 			}
 			fsys.Remove(name)
 			files = append(files, ourFile{f})
@@ -187,22 +247,42 @@ func fallocate2Run(p int, d time.Duration, dir string, size int64, noJournal boo
 			}
 		}(f)
 	}
+	var sampler *cpuSampler
+	if breakdown {
+		sampler = &cpuSampler{}
+		if err := sampler.start(); err != nil {
+			close(stop)
+			wg.Wait()
+			cleanup()
+			return fallocate2Result{}, err
+		}
+	}
 	start := time.Now()
+	before := lockstat.Snapshot()
 	time.Sleep(d)
 	close(stop)
 	wg.Wait()
 	elapsed := time.Since(start)
+	locks := lockstat.Snapshot().Sub(before)
+	var layers map[string]int64
+	if sampler != nil {
+		var err error
+		if layers, err = sampler.stop(); err != nil {
+			cleanup()
+			return fallocate2Result{}, err
+		}
+	}
 	for _, f := range files {
 		f.close()
 	}
 	cerr := cleanup()
 	if ep := firstErr.Load(); ep != nil {
-		return 0, *ep
+		return fallocate2Result{}, *ep
 	}
 	if cerr != nil {
-		return 0, cerr
+		return fallocate2Result{}, cerr
 	}
-	return float64(total.Load()) / elapsed.Seconds(), nil
+	return fallocate2Result{opsPerSec: float64(total.Load()) / elapsed.Seconds(), ops: total.Load(), locks: locks, layers: layers}, nil
 }
 
 func benchRead(e *env, c *command, args []string) error {

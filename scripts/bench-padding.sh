@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Seed 003's measurement: the hot structures laid out on cache lines
+# (padded, the normal build) against the same code with every padding
+# array empty (-tags nopad), side by side in one run. Each round runs both
+# builds once, alternating, on fresh images; the figures are per round.
+#
+#   scripts/bench-padding.sh [ROUNDS] [P-LIST] [DURATION]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+plist=${2:-1,2,4}
+dur=${3:-3s}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/padded" ./cmd/ext4go
+go build -tags nopad -o "$tmp/unpadded" ./cmd/ext4go
+echo "# fallocate2 through the library and the allocator alone, ops/s; $(nproc) CPUs"
+for r in $(seq "$rounds"); do
+  for b in padded unpadded; do
+    "$tmp/$b" bench fallocate2 -p "$plist" --duration "$dur" --size 2G --json |
+      sed "s/^/{\"round\":$r,\"layout\":\"$b\",\"row\":/; s/\$/}/"
+    "$tmp/$b" bench alloc -p "$plist" --json 2>/dev/null |
+      sed "s/^/{\"round\":$r,\"layout\":\"$b\",\"row\":/; s/\$/}/" || true
+  done
+done | python3 -c '
+import json, sys, statistics
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
+by = {}
+for r in rows:
+    row = r["row"]
+    key = (row.get("bench", "alloc"), row.get("config", ""), row["p"])
+    ops = row.get("ops_per_sec") or row.get("ops_per_s") or 0
+    by.setdefault(key, {}).setdefault(r["layout"], []).append(ops)
+print(f"{\"bench\":<12} {\"config\":<18} {\"p\":>3} {\"padded\":>14} {\"unpadded\":>14} {\"padded/unpadded\":>16}")
+for key in sorted(by):
+    d = by[key]
+    if "padded" not in d or "unpadded" not in d:
+        continue
+    a, b = statistics.median(d["padded"]), statistics.median(d["unpadded"])
+    print(f"{key[0]:<12} {key[1]:<18} {key[2]:>3} {a:>14.0f} {b:>14.0f} {a/b if b else 0:>16.3f}")
+'
