@@ -22,7 +22,7 @@ var allocBudgets = map[string]float64{
 	"truncate to 0":   18, // a 64 KiB fallocate and the truncate
 	"overwrite 4k":    5,
 	"stat":            2,
-	"create+remove":   104,
+	"create+remove":   82,
 }
 
 func TestHotPathAllocs(t *testing.T) {

@@ -60,17 +60,28 @@ func (n *node) hasInlineData() bool { return n.in().HasFlag(inode.FlagInlineData
 // mapping returns n's block runs, reading its extent tree or block map on
 // first use.
 func (f *FS) mapping(n *node) ([]run, error) {
+	ms := f.mapState(n)
+	return ms.runs, ms.err
+}
+
+// mapState returns n's block runs, built if nobody has since n's inode
+// last changed. The state returned is published (n.mapping) only when the
+// inode did not change while it was built; either way it describes one
+// inode.
+func (f *FS) mapState(n *node) *mapState {
 	if ms := n.mapping.Load(); ms != nil {
-		return ms.runs, ms.err
+		return ms
 	}
 	in := n.in()
 	runs, err := f.buildMapping(n, in)
-	ms := &mapState{runs, err}
+	ms := &mapState{runs: runs, err: err}
 	// Publish only if the inode did not change meanwhile.
-	if n.in() == in {
-		n.mapping.CompareAndSwap(nil, ms)
+	if n.in() == in && !n.mapping.CompareAndSwap(nil, ms) {
+		if cur := n.mapping.Load(); cur != nil {
+			return cur
+		}
 	}
-	return runs, err
+	return ms
 }
 
 // extentTree is the extent tree of in (n's inode, or a copy being changed)

@@ -36,7 +36,11 @@ func (f *FS) dirOf(n *node) (*dir.Dir, error) {
 	if n.in().HasFlag(inode.FlagEncrypt) {
 		return nil, &UnsupportedError{Feature: "encrypted directories", Detail: fmt.Sprintf("inode %d", n.ino)}
 	}
-	runs, err := f.mapping(n)
+	ms := f.mapState(n)
+	if d := ms.dir.Load(); d != nil {
+		return d, nil
+	}
+	runs, err := ms.runs, ms.err
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +87,7 @@ func (f *FS) dirOf(n *node) (*dir.Dir, error) {
 		}
 		return f.viewDirBlock(p, fn)
 	}
-	return &dir.Dir{
+	d := &dir.Dir{
 		Format:   f.dirFormat(),
 		Read:     read,
 		View:     view,
@@ -91,7 +95,11 @@ func (f *FS) dirOf(n *node) (*dir.Dir, error) {
 		Indexed:  n.in().HasFlag(inode.FlagIndex) && f.sb.HasCompat(super.CompatDirIndex),
 		CsumSeed: inode.Seed(f.seed, n.ino, n.in().Generation),
 		Ino:      n.ino,
-	}, nil
+	}
+	// Kept with the runs it reads through: the size and flags it took
+	// change only with a setInode, which drops both.
+	ms.dir.CompareAndSwap(nil, d)
+	return d, nil
 }
 
 // dirEntries returns the entries of directory n other than "." and "..".

@@ -3,6 +3,7 @@ package ext4go
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/ext4go/ext4go/internal/dir"
 	"github.com/ext4go/ext4go/internal/lockstat"
 	"io"
 	"io/fs"
@@ -447,6 +448,9 @@ type node struct {
 type mapState struct {
 	runs []run
 	err  error
+	// dir is the directory view (FS.dirOf) made from runs, once asked
+	// for: read-only, it serves every lookup until the mapping goes.
+	dir atomic.Pointer[dir.Dir]
 }
 
 func newNode(ino uint32, in *inode.Inode) *node {
