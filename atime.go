@@ -17,8 +17,9 @@ const (
 
 // touchAtime updates n's access time after a read or a directory listing
 // as Options.Atime says (kernel: touch_atime, relatime_need_update). It is
-// best effort, as the kernel's: a failure is not the read's. No lock of n
-// may be held.
+// best effort, as the kernel's: a failure is not the read's. With
+// Options.Lazytime the new access time stays in memory (lazytime.go). No
+// lock of n may be held.
 func (f *FS) touchAtime(n *node) {
 	if f.opts.Atime == AtimeNever || f.w == nil || f.closed.Load() {
 		return
@@ -30,6 +31,13 @@ func (f *FS) touchAtime(n *node) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.freed.Load() || !f.atimeDue(n.in(), now) {
+		return
+	}
+	if f.lazytime() {
+		// Always time-only: in memory until the inode is written.
+		in := editInode(n)
+		in.Atime = inode.FromTime(now)
+		f.setTimesLazily(n, in)
 		return
 	}
 	h, err := f.begin()

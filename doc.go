@@ -47,7 +47,13 @@
 // empty and the image clean. An image whose journal needs recovery is read
 // as the kernel shows it after replaying it; a writable open replays it
 // home and finishes the orphans the crash left (recovery.go,
-// orphan_cleanup.go).
+// orphan_cleanup.go). With Options.Lazytime, changes that only move
+// timestamps are kept in memory until the inode is next written (or its
+// inode-table block is, by a write of a neighbour that copies them
+// without ever waiting for the neighbour's lock), Sync, File.Sync, Close
+// or Options.LazytimeExpire: a crash may lose such times, nothing else
+// (lazytime.go; lifetime.go says who holds what lock while a neighbour's
+// times are copied).
 //
 // Walks: FS.WalkDir and File.OpenAt read each directory through the one
 // above it, so walking a tree costs what it visits, memory grows with the

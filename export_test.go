@@ -2,6 +2,7 @@ package ext4go
 
 import (
 	"syscall"
+	"time"
 
 	"github.com/ext4go/ext4go/internal/dev"
 	"github.com/ext4go/ext4go/internal/mballoc"
@@ -45,3 +46,37 @@ func OpenDevice(d Device, opts *Options) (*FS, error) { return newFS(d, opts, fa
 
 // OpenImageDevice opens an image file as a Device, writable or not.
 func OpenImageDevice(path string, writable bool) (Device, error) { return dev.Open(path, writable) }
+
+// DirtyTimes is the number of nodes whose timestamps wait in memory
+// (Options.Lazytime).
+func DirtyTimes(fsys *FS) int {
+	if fsys.w == nil {
+		return 0
+	}
+	return int(fsys.w.lazyTimes.count.Load())
+}
+
+// WriteExpiredTimes runs the periodic committer's lazytime step now: the
+// times dirty for longer than Options.LazytimeExpire are written.
+func WriteExpiredTimes(fsys *FS) error { return fsys.writeExpiredTimes() }
+
+// SetNeighbourWait makes the copying of neighbours' lazy times wait up to
+// d for a busy neighbour instead of skipping it (0: skip, the default).
+func SetNeighbourWait(fsys *FS, d time.Duration) { fsys.neighbourWait = d }
+
+// InodeTableBlock returns the inode-table block holding inode ino.
+func InodeTableBlock(fsys *FS, ino uint32) uint64 {
+	blk, _, _ := fsys.inodeLocation(ino)
+	return blk
+}
+
+// LockInode takes the lock of the node of the named file, as an operation
+// in progress on it does, and returns its release.
+func LockInode(fsys *FS, name string) (unlock func(), err error) {
+	n, err := fsys.resolve("lock", name, false)
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	return n.mu.Unlock, nil
+}

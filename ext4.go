@@ -62,6 +62,21 @@ type Options struct {
 	// modification or change time or is a day old (AtimeRelative), or on
 	// every read (AtimeStrict). Read-only opens never update them.
 	Atime AtimeMode
+	// Lazytime keeps changes that only move timestamps (access times of
+	// reads, modification and change times of writes that overwrite
+	// mapped blocks without changing the size or the mapping) in memory:
+	// Stat shows them at once, the inode table gets them with the inode's
+	// next real write or its inode-table block's, on Sync, File.Sync and
+	// Close, and from the periodic commit once they are LazytimeExpire old
+	// (the kernel's lazytime mount option). A crash loses at most such
+	// times. See lazytime.go.
+	Lazytime bool
+	// LazytimeExpire is how long Lazytime keeps times in memory at most
+	// (default 12 h, the kernel's dirtytime_expire_interval; negative:
+	// until Sync, Close or a write of the inode). The periodic commit
+	// writes them, so without one (negative CommitInterval) they wait
+	// for those.
+	LazytimeExpire time.Duration
 	// replaying opens the view a fast-commit replay changes: no orphan
 	// cleanup, no periodic commits.
 	replaying bool
@@ -114,6 +129,11 @@ type FS struct {
 	// allocation and block read whether to fail it (fault injection).
 	fault atomic.Pointer[func(kind string) error]
 
+	// neighbourWait, set by a benchmark only (internal/benchknob), makes
+	// the copying of neighbours' lazy times wait for busy neighbours
+	// instead of skipping them (lazytime.go).
+	neighbourWait time.Duration
+
 	errMu sync.Mutex // protects err
 	err   error      // first failure that left the on-disk state in doubt
 }
@@ -152,7 +172,7 @@ func NewFS(r io.ReaderAt, size int64, opts *Options) (*FS, error) {
 }
 
 func newFS(d dev.Device, opts *Options, reproducible bool) (*FS, error) {
-	f := &FS{dev: d, reproducible: reproducible}
+	f := &FS{dev: d, reproducible: reproducible, neighbourWait: neighbourWaitFromKnob()}
 	if opts != nil {
 		f.opts = *opts
 	}
@@ -442,6 +462,9 @@ type node struct {
 	orphan   bool                       // unlinked while open, on the orphan list or in the orphan file; mu
 	orphanAt int                        // 1 + its slot in the orphan file, 0 if on the list; mu
 	allocDir atomic.Pointer[ialloc.Dir] // the inode allocator's state of a directory
+	// timesDirty: cur holds timestamps the inode table does not have yet
+	// (Options.Lazytime), and the node is in writer.lazyTimes; mu.
+	timesDirty bool
 }
 
 // mapState is a node's block map as built for one inode version.

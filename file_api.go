@@ -167,7 +167,7 @@ func (f *File) Sync() error {
 	if err := f.checkOpen("sync"); err != nil {
 		return err
 	}
-	if err := f.fsys.syncFile(); err != nil {
+	if err := f.fsys.syncFile(f.n); err != nil {
 		return &fs.PathError{Op: "sync", Path: f.name, Err: err}
 	}
 	return nil

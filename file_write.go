@@ -281,17 +281,21 @@ func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite bool) (int, erro
 	if len(p) == 0 {
 		return 0, nil
 	}
+	// inodeWritten: the write changed the inode beyond its times (the
+	// mapping), so the times go with that change, not lazily.
+	inodeWritten := false
 	if n.in().HasFlag(inode.FlagInlineData) {
 		if err := f.uninlineFile(n); err != nil {
 			return 0, err
 		}
+		inodeWritten = true
 	}
-	bs := f.blockSize
 	done := 0
 	retried := false
 	for done < len(p) {
 		pos := off + int64(done)
-		m, err := f.writeChunk(n, p[done:], pos, openForWrite)
+		m, wrote, err := f.writeChunk(n, p[done:], pos, openForWrite)
+		inodeWritten = inodeWritten || wrote
 		done += m
 		if err != nil && m == 0 && !retried && f.retryAfterCommit(err) {
 			retried = true
@@ -299,17 +303,26 @@ func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite bool) (int, erro
 		}
 		if err != nil {
 			if done > 0 {
-				f.extendSize(n, off+int64(done))
+				f.extendSize(n, off+int64(done), false)
 			}
 			return done, err
 		}
 	}
-	_ = bs
-	return done, f.extendSize(n, end)
+	return done, f.extendSize(n, end, !inodeWritten)
 }
 
 // extendSize raises i_size to at least size and sets mtime and ctime.
-func (f *FS) extendSize(n *node, size int64) error {
+// When timesOnly (the write only overwrote mapped, written blocks) and
+// the size stays, that is a time-only change, which Options.Lazytime
+// keeps in memory (kernel: file_update_time with SB_LAZYTIME).
+func (f *FS) extendSize(n *node, size int64, timesOnly bool) error {
+	now := inode.FromTime(f.now())
+	if timesOnly && uint64(size) <= n.in().Size && f.lazytime() {
+		in := editInode(n)
+		in.Mtime, in.Ctime = now, now
+		f.setTimesLazily(n, in)
+		return nil
+	}
 	h, err := f.beginFor(n.ino)
 	if err != nil {
 		return err
@@ -319,22 +332,22 @@ func (f *FS) extendSize(n *node, size int64) error {
 	if uint64(size) > in.Size {
 		in.Size = uint64(size)
 	}
-	now := inode.FromTime(f.now())
 	in.Mtime, in.Ctime = now, now
 	return f.setInode(h, n, in)
 }
 
 // writeChunk writes the part of p at pos that one mapping covers: an
 // existing extent, or a hole it allocates blocks for. It returns the bytes
-// written.
-func (f *FS) writeChunk(n *node, p []byte, pos int64, openForWrite bool) (int, error) {
+// written and whether it wrote the inode (the mapping changed): a plain
+// overwrite of written blocks does not.
+func (f *FS) writeChunk(n *node, p []byte, pos int64, openForWrite bool) (int, bool, error) {
 	bs := f.blockSize
 	lblk := uint64(pos / bs)
 	lastBlk := uint64((pos + int64(len(p)) - 1) / bs)
 	in := editInode(n)
 	h, err := f.beginFor(n.ino)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer h.End()
 	s := pooledExtStore(f, h, n.ino)
@@ -342,26 +355,27 @@ func (f *FS) writeChunk(n *node, p []byte, pos int64, openForWrite bool) (int, e
 	ed := f.editor(n, in, s)
 	mp, err := ed.Lookup(uint32(lblk))
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if !mp.Hole() {
 		nblk := min(mp.Len, lastBlk-lblk+1)
 		m := min(int64(len(p)), int64(lblk+nblk)*bs-pos)
 		if err := f.writeData(mp.Physical, lblk, p[:m], pos, mp.Unwritten); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		if mp.Unwritten {
 			if err := ed.Convert(uint32(lblk), uint32(nblk), true); err != nil {
-				return 0, err
+				return 0, true, err
 			}
 			if err := f.addBlocks(in, s.delta); err != nil {
-				return 0, err
+				return 0, true, err
 			}
 			if err := f.setInode(h, n, in); err != nil {
-				return 0, err
+				return 0, true, err
 			}
+			return int(m), true, nil
 		}
-		return int(m), nil
+		return int(m), false, nil
 	}
 	want := min(mp.Len, lastBlk-lblk+1, maxAllocChunk)
 	req := mballoc.Request{
@@ -374,12 +388,12 @@ func (f *FS) writeChunk(n *node, p []byte, pos int64, openForWrite bool) (int, e
 		return f.writeData(ext.Start, lblk, p[:m], pos, true)
 	})
 	if err != nil {
-		return 0, err
+		return 0, true, err
 	}
 	if uint64(pos+m) > in.Size {
 		in.Size = uint64(pos + m)
 	}
-	return int(m), f.setInode(h, n, in)
+	return int(m), true, f.setInode(h, n, in)
 }
 
 // mapNew allocates data blocks for req (a hole at req.Logical), lets fill

@@ -55,6 +55,26 @@ import (
 // writer.renameMu), inode locks before a transaction handle, the handle
 // before the allocators' and the cache's locks.
 //
+// Lazy timestamps (Options.Lazytime, lazytime.go). A node whose times
+// changed in memory only (timesDirty, set and cleared under its mu held
+// exclusively) is held strongly by the writer's dirty set until its times
+// reach the inode table, so it cannot die and be reloaded with older
+// times. A write of an inode (setInode: the writer holds that node's mu
+// exclusively, an open handle, and then the inode-table block's buffer
+// lock) also copies into that block the times of the other dirty nodes
+// of the block. For each such neighbour it only tries the neighbour's mu
+// (TryLock); while it holds it, the neighbour cannot be changed, created
+// or freed, and it writes the neighbour's current inode only if the
+// neighbour is still dirty, has an inode (not being created), is not
+// freed and its slot still holds its generation. A neighbour whose mu is
+// taken (by anyone, shared or exclusive) is skipped: it is never waited
+// for, because the writer already holds a handle and an inode lock, and
+// waiting would be the lock-order inversion above (inode lock after a
+// handle, or two inode locks out of order). Its times stay dirty and go
+// with its own next write, a later neighbour's, Sync, File.Sync, Close or
+// the periodic expiry, each of which takes its mu the ordinary way, before
+// a handle.
+//
 // As a last line, setInode refuses to write through a freed node, or over
 // an inode table slot whose generation is no longer the node's (a new
 // owner wrote it): such a write would be the bug these rules exist to

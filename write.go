@@ -59,6 +59,12 @@ type writer struct {
 	// exclude, during a fast-commit replay, names blocks the allocator
 	// must not hand out (the ones the fast commits map).
 	exclude func(start, n uint64) (end uint64, hit bool)
+
+	// lazyTimes are the nodes whose timestamps wait in memory
+	// (Options.Lazytime); flushTimes asks the periodic committer to
+	// write them all now (too many wait).
+	lazyTimes  lazyTimes
+	flushTimes chan struct{}
 }
 
 // groupDescLock is a group's gdMu, with what it protects besides
@@ -241,7 +247,9 @@ func (f *FS) openJournal() error {
 }
 
 // startCommits commits every Options.CommitInterval (kernel: the jbd2
-// thread's commit timer).
+// thread's commit timer), first writing the lazy timestamps that have
+// waited long enough (kernel: the flusher's dirtytime expiry, here on the
+// same timer), or all of them when asked to (too many wait).
 func (f *FS) startCommits() {
 	w := f.w
 	every := f.opts.CommitInterval
@@ -260,7 +268,12 @@ func (f *FS) startCommits() {
 			select {
 			case <-w.stopCommits:
 				return
+			case <-w.flushTimes:
+				// Best effort, as the kernel's writeback: times that
+				// fail to go stay dirty for the next try.
+				f.writeDirtyTimes(time.Time{})
 			case <-t.C:
+				f.writeExpiredTimes()
 				if err := f.tm.Commit(); err != nil {
 					f.setError(err)
 					return
@@ -288,7 +301,7 @@ func (f *FS) prepareWriter() error {
 		return err
 	}
 	sb := f.sb
-	w := &writer{gdMu: make([]groupDescLock, len(f.groups)), fileOrphans: map[*node]struct{}{}}
+	w := &writer{gdMu: make([]groupDescLock, len(f.groups)), fileOrphans: map[*node]struct{}{}, flushTimes: make(chan struct{}, 1)}
 	if sb.HasCompat(super.CompatOrphanFile) {
 		of, err := f.loadOrphanFile()
 		if err != nil {
@@ -464,6 +477,11 @@ func (f *FS) Sync() error {
 	if err := f.firstError(); err != nil {
 		return err
 	}
+	// Lazy timestamps first, so the commit holds them (kernel: sync_fs
+	// writes the dirty-time inodes).
+	if err := f.writeDirtyTimes(time.Time{}); err != nil {
+		return err
+	}
 	h, err := f.begin()
 	if err != nil {
 		return err
@@ -478,12 +496,13 @@ func (f *FS) Sync() error {
 	return f.tm.Commit()
 }
 
-// syncFile makes a file's changes durable (fsync): the running
-// transaction is committed (the commit flushes the data written before
-// it); when it changed nothing, only the device is flushed. Unlike
-// Sync it does not log the superblock's free counts, which the next open
-// or Close recomputes (kernel: ext4_sync_file, jbd2_complete_transaction).
-func (f *FS) syncFile() error {
+// syncFile makes a file's changes durable (fsync): n's lazy timestamps
+// are written, the running transaction is committed (the commit flushes
+// the data written before it); when it changed nothing, only the device
+// is flushed. Unlike Sync it does not log the superblock's free counts,
+// which the next open or Close recomputes (kernel: ext4_sync_file,
+// jbd2_complete_transaction). No lock of n may be held.
+func (f *FS) syncFile(n *node) error {
 	if f.closed.Load() {
 		return fs.ErrClosed
 	}
@@ -491,6 +510,9 @@ func (f *FS) syncFile() error {
 		return nil
 	}
 	if err := f.firstError(); err != nil {
+		return err
+	}
+	if err := f.writeTimes(n); err != nil {
 		return err
 	}
 	// Commit waits for a commit in progress (which may hold the file's
@@ -522,6 +544,9 @@ func (f *FS) closeWriter() error {
 	w.closed = true
 	f.stopCommitLoop()
 	if err := f.firstError(); err != nil {
+		return err
+	}
+	if err := f.writeDirtyTimes(time.Time{}); err != nil {
 		return err
 	}
 	w.balloc.DiscardPreallocations()
@@ -807,14 +832,7 @@ func (f *FS) setInode(h handle, n *node, in *inode.Inode) error {
 	if err != nil {
 		return err
 	}
-	if f.inodeSize <= inode.GoodOldSize {
-		// No extra time fields: keep in memory what the inode stores
-		// (whole seconds), so a stat does not change across a reopen
-		// (Linux: s_time_gran of one second, timestamp_truncate).
-		for _, ts := range []*inode.Timestamp{&in.Atime, &in.Ctime, &in.Mtime, &in.Crtime} {
-			ts.Nsec = 0
-		}
-	}
+	f.truncateTimes(in)
 	// An inode from editInode owns its Raw: encode into it in place.
 	raw := in.Raw
 	if !in.RawOwned || len(raw) != f.inodeSize {
@@ -835,6 +853,9 @@ func (f *FS) setInode(h handle, n *node, in *inode.Inode) error {
 		return staleWrite(n.ino, "write through a node whose inode was freed")
 	}
 	old := n.in()
+	// The other inodes of the block whose times wait in memory go with
+	// this write (lazytime.go).
+	neighbours := f.neighbourTimes(blk, n)
 	err = h.Modify(blk, func(b []byte) error {
 		// The slot must still hold this node's inode: a generation that
 		// changed under an in-use inode means a new owner wrote it.
@@ -842,12 +863,18 @@ func (f *FS) setInode(h handle, n *node, in *inode.Inode) error {
 			return staleWrite(n.ino, "the inode table slot belongs to another inode generation")
 		}
 		copy(b[off:], raw)
+		if len(neighbours) > 0 {
+			f.copyNeighbourTimes(b, blk, neighbours)
+		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	n.cur.Store(in)
+	if f.w != nil {
+		f.timesWritten(blk, n)
+	}
 	// The block map changes with i_block, the flags or the size, and with
 	// edits of the extent tree's blocks, which extStore records.
 	if n.treeChanged.Swap(false) || old == nil || old.Block != in.Block || old.Flags != in.Flags || old.Size != in.Size {

@@ -1,0 +1,358 @@
+package ext4go
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ext4go/ext4go/internal/benchknob"
+	"github.com/ext4go/ext4go/internal/inode"
+)
+
+// Lazy timestamps (Options.Lazytime, the kernel's lazytime mount option).
+//
+// A change that only moves timestamps — an access time after a read, the
+// modification and change times of a write that overwrote mapped blocks
+// without changing the size or the mapping — replaces the node's inode
+// (n.cur) in memory and marks the node's times dirty (kernel:
+// __mark_inode_dirty(I_DIRTY_TIME)). Stat sees the new times at once; the
+// inode table does not, until one of:
+//
+//   - the inode's next real write: setInode encodes the whole current
+//     inode, times included, and the node is clean again;
+//   - a real write of another inode in the same inode-table block, which
+//     copies the times of its dirty neighbours into that block in the same
+//     transaction (kernel: ext4_update_other_inodes_time), never waiting
+//     for them (below);
+//   - FS.Sync (all of them), File.Sync (that file's: fsync writes a
+//     dirty-time inode, kernel: ext4_sync_file), FS.Close;
+//   - the periodic commit (Options.CommitInterval) after the times have
+//     been dirty for Options.LazytimeExpire, 12 hours by default (kernel:
+//     dirtytime_expire_interval), or at once for all of them when more than
+//     maxLazyTimes nodes are dirty (the kernel writes a dirty-time inode
+//     before evicting it; here the dirty set keeps its nodes, so it is
+//     bounded instead). Without periodic commits (a negative
+//     CommitInterval) only the other ways apply.
+//
+// A crash loses at most the timestamps written this way, never anything
+// else: nothing but times is ever kept back, and a real write carries the
+// times with it.
+//
+// The dirty set (lazyTimes) holds its nodes strongly. That keeps the rule
+// the inode cache relies on: a node can only die once everything it
+// changed is in the inode table buffer, so a reload never reads times older
+// than a stat showed.
+//
+// Locks. A node's timesDirty flag and its membership of the dirty set
+// change only under the node's mu held exclusively, so under mu the two
+// agree. The dirty set's shard locks are leaves: taken under node locks
+// and block buffer locks, nothing is waited for while one is held.
+// Copying a neighbour's times is optional work done while the writer
+// holds its own node's mu, an open transaction handle and the
+// inode-table block's buffer lock, so it must never wait: the neighbour's
+// mu is only tried (TryLock), and a neighbour that is busy (locked by
+// anyone, reader or writer), being created (no inode yet) or freed is
+// skipped — its times stay dirty and reach the disk another way. Waiting
+// there would break the lock order (inode locks before a handle; a handle
+// never waits for an inode lock): two writers of neighbouring inodes
+// would wait for each other, or a writer for a node whose holder waits for
+// the commit the writer's handle holds up. The kernel learned this the
+// same way (find_inode_nowait, then skipping contended lookups).
+
+// maxLazyTimes bounds the nodes whose times wait in memory: past it the
+// periodic committer writes them all.
+const maxLazyTimes = 1 << 14
+
+// defaultLazytimeExpire is how long times may stay dirty in memory
+// (kernel: dirtytime_expire_interval, 12 hours).
+const defaultLazytimeExpire = 12 * time.Hour
+
+// lazyTimes is the set of nodes whose timestamps changed in memory only
+// (kernel: the b_dirty_time list), indexed by the inode-table block that
+// holds each, so that a write of that block finds the neighbours it may
+// carry.
+type lazyTimes struct {
+	count  atomic.Int64 // nodes in the set
+	shards [lazyTimesShards]lazyTimesShard
+}
+
+const lazyTimesShards = 64
+
+type lazyTimesShard struct {
+	mu      sync.Mutex // protects byBlock
+	byBlock map[uint64][]lazyEntry
+	_       [40]byte
+}
+
+// lazyEntry is a node with dirty times and when they became dirty.
+type lazyEntry struct {
+	n     *node
+	since time.Time
+}
+
+func (s *lazyTimes) shard(blk uint64) *lazyTimesShard { return &s.shards[blk%lazyTimesShards] }
+
+// add records n (of inode-table block blk) as dirty since now. n.mu is held
+// exclusively and n was not in the set.
+func (s *lazyTimes) add(blk uint64, n *node, now time.Time) int64 {
+	sh := s.shard(blk)
+	sh.mu.Lock()
+	if sh.byBlock == nil {
+		sh.byBlock = map[uint64][]lazyEntry{}
+	}
+	sh.byBlock[blk] = append(sh.byBlock[blk], lazyEntry{n: n, since: now})
+	sh.mu.Unlock()
+	return s.count.Add(1)
+}
+
+// remove takes n (of block blk) out of the set. n.mu is held exclusively.
+func (s *lazyTimes) remove(blk uint64, n *node) {
+	sh := s.shard(blk)
+	sh.mu.Lock()
+	es := sh.byBlock[blk]
+	for i, e := range es {
+		if e.n == n {
+			es[i] = es[len(es)-1]
+			es[len(es)-1] = lazyEntry{}
+			es = es[:len(es)-1]
+			s.count.Add(-1)
+			break
+		}
+	}
+	if len(es) == 0 {
+		delete(sh.byBlock, blk)
+	} else {
+		sh.byBlock[blk] = es
+	}
+	sh.mu.Unlock()
+}
+
+// neighbours appends to dst the nodes of block blk in the set, but skip.
+func (s *lazyTimes) neighbours(dst []*node, blk uint64, skip *node) []*node {
+	sh := s.shard(blk)
+	sh.mu.Lock()
+	for _, e := range sh.byBlock[blk] {
+		if e.n != skip {
+			dst = append(dst, e.n)
+		}
+	}
+	sh.mu.Unlock()
+	return dst
+}
+
+// expired returns the nodes dirty since before cutoff (all of them when
+// cutoff is zero).
+func (s *lazyTimes) expired(cutoff time.Time) []*node {
+	var ns []*node
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, es := range sh.byBlock {
+			for _, e := range es {
+				if cutoff.IsZero() || e.since.Before(cutoff) {
+					ns = append(ns, e.n)
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return ns
+}
+
+// lazytime reports whether time-only changes stay in memory.
+func (f *FS) lazytime() bool { return f.opts.Lazytime && f.w != nil && !f.reproducible }
+
+// lazytimeExpire is how long times may stay dirty before the periodic
+// commit writes them; 0 means never by age.
+func (f *FS) lazytimeExpire() time.Duration {
+	switch d := f.opts.LazytimeExpire; {
+	case d == 0:
+		return defaultLazytimeExpire
+	case d < 0:
+		return 0
+	default:
+		return d
+	}
+}
+
+// truncateTimes keeps in memory what the inode stores: without the extra
+// time fields (128-byte inodes) whole seconds, so that a stat does not
+// change across a reopen (Linux: s_time_gran of one second,
+// timestamp_truncate).
+func (f *FS) truncateTimes(in *inode.Inode) {
+	if f.inodeSize <= inode.GoodOldSize {
+		for _, ts := range []*inode.Timestamp{&in.Atime, &in.Ctime, &in.Mtime, &in.Crtime} {
+			ts.Nsec = 0
+		}
+	}
+}
+
+// setTimesLazily publishes in, which differs from n's inode in its
+// timestamps only, without writing it: n's times are dirty until
+// something writes the inode (see above; kernel: generic_update_time with
+// SB_LAZYTIME). n.mu must be held exclusively, and lazytime() be true.
+func (f *FS) setTimesLazily(n *node, in *inode.Inode) {
+	f.truncateTimes(in)
+	// Published, the inode is read by lock-free readers: its Raw is no
+	// one's to write in place any more (as setInode).
+	in.RawOwned = false
+	n.cur.Store(in)
+	if n.timesDirty {
+		return
+	}
+	blk, _, err := f.inodeLocation(n.ino)
+	if err != nil {
+		return // cannot happen for a loaded node; the times stay in memory
+	}
+	n.timesDirty = true
+	if f.w.lazyTimes.add(blk, n, time.Now()) > maxLazyTimes {
+		select {
+		case f.w.flushTimes <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// timesWritten records that n's current times reached its inode-table
+// block (blk). n.mu is held exclusively.
+func (f *FS) timesWritten(blk uint64, n *node) {
+	if n.timesDirty {
+		n.timesDirty = false
+		f.w.lazyTimes.remove(blk, n)
+	}
+}
+
+// neighbourTimes returns the nodes of inode-table block blk, but n, whose
+// times wait in memory: those a write of blk may carry. It is called
+// before the block's buffer is locked.
+func (f *FS) neighbourTimes(blk uint64, n *node) []*node {
+	if f.w == nil || f.w.lazyTimes.count.Load() == 0 {
+		return nil
+	}
+	return f.w.lazyTimes.neighbours(nil, blk, n)
+}
+
+// copyNeighbourTimes writes into b, inode-table block blk, the current
+// inodes of the nodes of cands whose times are still dirty, leaving out
+// every one that is busy (kernel: ext4_update_other_inodes_time,
+// other_inode_match). It runs under the block's buffer lock, with the
+// writer's own node locked and its handle open, so it never waits (see
+// above; f.neighbourWait, a benchmark's knob, makes it wait to show why).
+func (f *FS) copyNeighbourTimes(b []byte, blk uint64, cands []*node) {
+	for _, m := range cands {
+		if !f.tryLockNeighbour(m) {
+			continue
+		}
+		f.copyTimesLocked(b, blk, m)
+		m.mu.Unlock()
+	}
+}
+
+// copyTimesLocked is copyNeighbourTimes for one neighbour m, whose mu is
+// held.
+func (f *FS) copyTimesLocked(b []byte, blk uint64, m *node) {
+	cur := m.in()
+	if !m.timesDirty || cur == nil || m.freed.Load() {
+		return // written meanwhile, being created, or gone
+	}
+	mblk, off, err := f.inodeLocation(m.ino)
+	if err != nil || mblk != blk {
+		return
+	}
+	slot := b[off : off+f.inodeSize]
+	if inode.SlotGeneration(slot) != cur.Generation || !inode.SlotInUse(slot) {
+		// The slot is not m's: a live node whose slot another inode
+		// owns is the bug lifetime.go's rules prevent.
+		staleWrites.Add(1)
+		return
+	}
+	c := *cur // EncodeChecksum sets the checksum fields: not on the shared value
+	raw := make([]byte, f.inodeSize)
+	if f.csum {
+		err = c.EncodeChecksum(raw, f.seed, m.ino)
+	} else {
+		err = c.Encode(raw)
+	}
+	if err != nil {
+		return
+	}
+	copy(slot, raw)
+	c.Raw = raw
+	m.cur.Store(&c)
+	f.timesWritten(blk, m)
+}
+
+// tryLockNeighbour takes m's lock if it is free. With the benchmark knob
+// f.neighbourWait it waits for the lock instead, spinning up to that long:
+// the bound only breaks the deadlocks that waiting here makes possible.
+func (f *FS) tryLockNeighbour(m *node) bool {
+	if m.mu.TryLock() {
+		return true
+	}
+	if f.neighbourWait <= 0 {
+		return false
+	}
+	deadline := time.Now().Add(f.neighbourWait)
+	for time.Now().Before(deadline) {
+		runtime.Gosched()
+		if m.mu.TryLock() {
+			return true
+		}
+	}
+	return false
+}
+
+// writeTimes writes n's inode if its times are dirty. No lock of n may be
+// held, and no handle be open.
+func (f *FS) writeTimes(n *node) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.timesDirty || n.freed.Load() || n.in() == nil {
+		return nil
+	}
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	err = f.setInode(h, n, editInode(n))
+	if e := h.End(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// writeDirtyTimes writes the inodes whose times have been dirty since
+// before cutoff, all of them when cutoff is zero (kernel: the writeback
+// of I_DIRTY_TIME inodes by sync and on expiry). No lock may be held.
+func (f *FS) writeDirtyTimes(cutoff time.Time) error {
+	if f.w == nil || f.w.lazyTimes.count.Load() == 0 {
+		return nil
+	}
+	var first error
+	for _, n := range f.w.lazyTimes.expired(cutoff) {
+		if err := f.writeTimes(n); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// writeExpiredTimes is the periodic committer's part: the times dirty for
+// longer than Options.LazytimeExpire, or all of them when too many wait.
+func (f *FS) writeExpiredTimes() error {
+	if f.w.lazyTimes.count.Load() > maxLazyTimes {
+		return f.writeDirtyTimes(time.Time{})
+	}
+	expire := f.lazytimeExpire()
+	if expire == 0 {
+		return nil
+	}
+	return f.writeDirtyTimes(time.Now().Add(-expire))
+}
+
+// neighbourWaitFromKnob is the neighbour wait of a new FS: the
+// benchmark's knob (internal/benchknob), zero everywhere else.
+func neighbourWaitFromKnob() time.Duration {
+	return time.Duration(benchknob.LazytimeNeighbourWait.Load())
+}
