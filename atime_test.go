@@ -16,7 +16,8 @@ import (
 // kernel's rules: never; relatime (when the access time is not after the
 // modification or change time, or is a day old); strictatime (every
 // read); never for a chattr +A file. Directories' listings count as
-// reads. The image stays e2fsck-clean.
+// reads. With Options.Lazytime the same, and Close writes them. The
+// image stays e2fsck-clean and reopened shows the times Stat showed.
 func TestAtime(t *testing.T) {
 	old := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
@@ -26,15 +27,18 @@ func TestAtime(t *testing.T) {
 		// time (stale), and one after it and the change time, recent
 		// (fresh).
 		wantStale, wantFresh bool
+		lazytime             bool // Options.Lazytime: the same, in memory until Close
 	}{
-		{"noatime", ext4go.AtimeNever, false, false},
-		{"relatime", ext4go.AtimeRelative, true, false},
-		{"strictatime", ext4go.AtimeStrict, true, true},
+		{"noatime", ext4go.AtimeNever, false, false, false},
+		{"relatime", ext4go.AtimeRelative, true, false, false},
+		{"strictatime", ext4go.AtimeStrict, true, true, false},
+		{"relatime-lazytime", ext4go.AtimeRelative, true, false, true},
+		{"strictatime-lazytime", ext4go.AtimeStrict, true, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			image := filepath.Join(t.TempDir(), "img")
 			testutil.Mke2fs(t, image, 16<<20, "-t", "ext4")
-			fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, Atime: c.mode})
+			fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, Atime: c.mode, Lazytime: c.lazytime})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,10 +108,22 @@ func TestAtime(t *testing.T) {
 			if !atime("f").Equal(old) {
 				t.Error("the access time of a chattr +A file was updated")
 			}
+			final := map[string]time.Time{"f": atime("f"), "d": atime("d")}
 			if err := fsys.Close(); err != nil {
 				t.Fatal(err)
 			}
 			testutil.RequireFsckClean(t, image)
+			// What Stat showed is what Close left on disk.
+			ro := openImage(t, image)
+			for name, want := range final {
+				fi, err := ro.Stat(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := fi.Sys().(*ext4go.Stat).Atime; !got.Equal(want) {
+					t.Errorf("%s reopened: atime %s, Stat showed %s", name, got, want)
+				}
+			}
 		})
 	}
 }

@@ -80,3 +80,25 @@ func LockInode(fsys *FS, name string) (unlock func(), err error) {
 	n.mu.Lock()
 	return n.mu.Unlock, nil
 }
+
+// Commit commits the running transaction as the periodic committer does,
+// without its lazytime step.
+func Commit(fsys *FS) error { return fsys.tm.Commit() }
+
+// NeighbourCounts returns how many neighbours' lazy times writes carried,
+// and how many busy neighbours they left.
+func NeighbourCounts(fsys *FS) (copied, skipped int64) {
+	return fsys.w.neighbourCopies.Load(), fsys.w.neighbourSkips.Load()
+}
+
+// DropRecentInodes empties the inode cache's rings of recently used
+// nodes, so that the next garbage collection frees every node no one
+// holds (as a busy filesystem's churn would).
+func DropRecentInodes(fsys *FS) {
+	for i := range fsys.cache.shards {
+		s := &fsys.cache.shards[i]
+		s.mu.Lock()
+		clear(s.recent[:])
+		s.mu.Unlock()
+	}
+}

@@ -242,6 +242,7 @@ func (f *FS) neighbourTimes(blk uint64, n *node) []*node {
 func (f *FS) copyNeighbourTimes(b []byte, blk uint64, cands []*node) {
 	for _, m := range cands {
 		if !f.tryLockNeighbour(m) {
+			f.w.neighbourSkips.Add(1)
 			continue
 		}
 		f.copyTimesLocked(b, blk, m)
@@ -281,6 +282,7 @@ func (f *FS) copyTimesLocked(b []byte, blk uint64, m *node) {
 	c.Raw = raw
 	m.cur.Store(&c)
 	f.timesWritten(blk, m)
+	f.w.neighbourCopies.Add(1)
 }
 
 // tryLockNeighbour takes m's lock if it is free. With the benchmark knob

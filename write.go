@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -65,6 +66,9 @@ type writer struct {
 	// write them all now (too many wait).
 	lazyTimes  lazyTimes
 	flushTimes chan struct{}
+	// neighbourCopies and neighbourSkips count the neighbours whose lazy
+	// times a write carried, and those it left because they were busy.
+	neighbourCopies, neighbourSkips atomic.Int64
 }
 
 // groupDescLock is a group's gdMu, with what it protects besides
