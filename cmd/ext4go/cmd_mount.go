@@ -82,7 +82,12 @@ func parseMountOptions(list []string) (*mountConfig, error) {
 			c.fs.Atime = ext4go.AtimeRelative
 		case "strictatime", "norelatime":
 			c.fs.Atime = ext4go.AtimeStrict
-		case "nodiratime", "diratime", "lazytime", "nolazytime":
+		case "lazytime":
+			// Time-only changes wait in memory (Options.Lazytime).
+			c.fs.Lazytime = true
+		case "nolazytime":
+			c.fs.Lazytime = false
+		case "nodiratime", "diratime":
 			// Accepted: directories' access times follow the files'.
 		case "fsname":
 			c.fuse.FsName = val
@@ -122,7 +127,7 @@ func runMount(e *env, args []string) error {
 	fg := s.Bool("f", false, "stay in the foreground (else the command returns once the mount is live, leaving a daemon)")
 	var olist []string
 	s.add("o", "OPTIONS", "comma-separated mount options: ro, rw, allow_other, default_permissions, uid=N, gid=N (owner of new files), "+
-		"noatime, relatime (default), strictatime, commit=SECONDS, fsname=NAME, writeback_cache, no_readdirplus, debug, "+
+		"noatime, relatime (default), strictatime, lazytime, nolazytime (default), commit=SECONDS, fsname=NAME, writeback_cache, no_readdirplus, debug, "+
 		"suid, dev, exec (and their no- forms)", "",
 		func(v string) error { olist = append(olist, strings.Split(v, ",")...); return nil })
 	if err := s.Parse(args); err != nil {
