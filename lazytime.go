@@ -268,19 +268,17 @@ func (f *FS) copyTimesLocked(b []byte, blk uint64, m *node) {
 		staleWrites.Add(1)
 		return
 	}
-	c := *cur // EncodeChecksum sets the checksum fields: not on the shared value
-	raw := make([]byte, f.inodeSize)
-	if f.csum {
-		err = c.EncodeChecksum(raw, f.seed, m.ino)
-	} else {
-		err = c.Encode(raw)
-	}
-	if err != nil {
+	// Only the times, into the slot as it is, and the checksum (kernel:
+	// EXT4_INODE_SET_XTIME, ext4_inode_csum_set): every other field of
+	// the slot is already cur's, which changes only through setInode.
+	// cur.Raw keeps the old times, which no one reads: encodes write
+	// the fields over it.
+	if err := cur.EncodeTimes(slot); err != nil {
 		return
 	}
-	copy(slot, raw)
-	c.Raw = raw
-	m.cur.Store(&c)
+	if f.csum {
+		inode.SetChecksum(f.seed, m.ino, slot)
+	}
 	f.timesWritten(blk, m)
 	f.w.neighbourCopies.Add(1)
 }

@@ -28,7 +28,7 @@ func init() {
 	register(&command{
 		name:    "bench",
 		usage:   "KIND [OPTIONS]",
-		summary: "run benchmarks: the block allocator (alloc), fallocate2 through ext4go or a mounted filesystem, reading every file of an image (read), aging a filesystem (age) and concurrent appenders (appenders) through ext4go or the kernel",
+		summary: "run benchmarks: the block allocator (alloc), fallocate2 through ext4go or a mounted filesystem, reading every file of an image (read), aging a filesystem (age) and concurrent appenders (appenders) through ext4go or the kernel, lazy timestamps (lazytime)",
 		run:     runBench,
 	})
 	benchKinds["alloc"] = benchKind{

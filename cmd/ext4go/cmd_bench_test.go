@@ -71,3 +71,35 @@ func TestBenchHelp(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 }
+
+// TestBenchLazytimeJSON: bench lazytime runs its three configurations and
+// prints one JSON row each; bad flags are usage errors.
+func TestBenchLazytimeJSON(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(&env{stdout: &out, stderr: &errb}, []string{"bench", "lazytime", "-p", "4", "-duration", "50ms",
+		"-file-size", "64K", "-json"})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var configs []string
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		var r lazytimeResult
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		if r.Bench != "lazytime" || r.P != 4 || r.Ops <= 0 || r.OpsPerSec <= 0 || (r.Config == "blocking") != (r.Wait != "") {
+			t.Errorf("row %q", sc.Text())
+		}
+		configs = append(configs, r.Config)
+	}
+	if strings.Join(configs, ",") != "off,on,blocking" {
+		t.Errorf("configurations %v", configs)
+	}
+	for _, args := range [][]string{{"-p", "0"}, {"-run", "sometimes"}, {"-file-size", "1K"}, {"extra"}} {
+		var out, errb bytes.Buffer
+		if code := run(&env{stdout: &out, stderr: &errb}, append([]string{"bench", "lazytime"}, args...)); code == 0 || !strings.Contains(errb.String(), "usage:") {
+			t.Errorf("%v: exit %d, want a usage error (%s)", args, code, errb.String())
+		}
+	}
+}

@@ -360,6 +360,27 @@ func (in *Inode) Encode(dst []byte) error {
 	return nil
 }
 
+// EncodeTimes writes only in's access, change and modification times into
+// dst, the raw inode (of the inode size) that in was decoded from or
+// encoded to, leaving every other byte as it is (kernel:
+// EXT4_INODE_SET_XTIME, as other_inode_match does for a neighbour's lazy
+// times). The checksum is not updated: SetChecksum must follow on a
+// filesystem with metadata_csum.
+func (in *Inode) EncodeTimes(dst []byte) error {
+	size := len(dst)
+	if err := checkSize(size); err != nil {
+		return err
+	}
+	if err := checkExtraIsize(in.ExtraIsize, size); err != nil {
+		return err
+	}
+	f := func(end int) bool { return fits(end, size, in.ExtraIsize) }
+	encodeTime(dst, offAtime, offAtimeExtra, f(offAtimeExtra+4), in.Atime)
+	encodeTime(dst, offCtime, offCtimeExtra, f(offCtimeExtra+4), in.Ctime)
+	encodeTime(dst, offMtime, offMtimeExtra, f(offMtimeExtra+4), in.Mtime)
+	return nil
+}
+
 // EncodeChecksum encodes the inode like Encode, then computes its checksum
 // for inode number ino under the filesystem checksum seed fsSeed, stores it
 // in dst and in the Inode's ChecksumLo/ChecksumHi.
