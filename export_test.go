@@ -102,3 +102,7 @@ func DropRecentInodes(fsys *FS) {
 		s.mu.Unlock()
 	}
 }
+
+// SetLazyTimesLimit sets how many nodes may have dirty times before the
+// periodic committer writes them all (maxLazyTimes by default).
+func SetLazyTimesLimit(fsys *FS, n int) { fsys.w.lazyTimesLimit = int64(n) }

@@ -945,3 +945,49 @@ func TestLazytimeUnlink(t *testing.T) {
 		t.Errorf("%d stale writes", n)
 	}
 }
+
+// TestLazytimeLimit: when more nodes have dirty times than the limit, the
+// periodic committer writes them all without waiting for their expiry.
+func TestLazytimeLimit(t *testing.T) {
+	image := lazyImage(t)
+	fsys := openLazy(t, image, ext4go.Options{CommitInterval: 20 * time.Millisecond})
+	defer fsys.Close()
+	ext4go.SetLazyTimesLimit(fsys, 8)
+	const files = 20
+	for i := range files {
+		if err := fsys.WriteFile(fmt.Sprintf("f%02d", i), make([]byte, 4096), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fsys.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	tick()
+	want := map[string]*ext4go.Stat{}
+	for i := range files {
+		name := fmt.Sprintf("f%02d", i)
+		readAll(t, fsys, name)
+		want[name] = memStat(t, fsys, name)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ext4go.DirtyTimes(fsys) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d nodes still dirty 10 s after passing the limit", ext4go.DirtyTimes(fsys))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Committed by the next tick.
+	deadline = time.Now().Add(10 * time.Second)
+	for name, st := range want {
+		for !sameTimes(diskStat(t, image, name), st) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: disk %s, Stat %s", name, fmtTimes(diskStat(t, image, name)), fmtTimes(st))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+}

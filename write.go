@@ -63,9 +63,11 @@ type writer struct {
 
 	// lazyTimes are the nodes whose timestamps wait in memory
 	// (Options.Lazytime); flushTimes asks the periodic committer to
-	// write them all now (too many wait).
-	lazyTimes  lazyTimes
-	flushTimes chan struct{}
+	// write them all now (more than lazyTimesLimit wait: maxLazyTimes,
+	// less in tests).
+	lazyTimes      lazyTimes
+	flushTimes     chan struct{}
+	lazyTimesLimit int64
 	// neighbourCopies and neighbourSkips count the neighbours whose lazy
 	// times a write carried, and those it left because they were busy.
 	neighbourCopies, neighbourSkips atomic.Int64
@@ -305,7 +307,8 @@ func (f *FS) prepareWriter() error {
 		return err
 	}
 	sb := f.sb
-	w := &writer{gdMu: make([]groupDescLock, len(f.groups)), fileOrphans: map[*node]struct{}{}, flushTimes: make(chan struct{}, 1)}
+	w := &writer{gdMu: make([]groupDescLock, len(f.groups)), fileOrphans: map[*node]struct{}{},
+		flushTimes: make(chan struct{}, 1), lazyTimesLimit: maxLazyTimes}
 	if sb.HasCompat(super.CompatOrphanFile) {
 		of, err := f.loadOrphanFile()
 		if err != nil {
