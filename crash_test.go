@@ -17,6 +17,7 @@ package ext4go_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -345,7 +346,7 @@ func copyFile(t *testing.T, from, to string) {
 
 // crashOp is one step of a crash workload.
 type crashOp struct {
-	kind     string // mkdir, write, remove, rename, truncate, append, xattr
+	kind     string // mkdir, write, remove, rename, truncate, append, xattr, and the time-only read and rewrite
 	name, to string
 	data     []byte
 	size     int
@@ -462,6 +463,33 @@ func applyCrashOp(fsys *ext4go.FS, op crashOp) error {
 		return fsys.Rename(op.name, op.to)
 	case "xattr":
 		return fsys.SetXattr(op.name, "user.phase", op.data, 0)
+	case "read": // an access time
+		f, err := fsys.Open(op.name)
+		if err != nil {
+			return err
+		}
+		_, err = io.ReadAll(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	case "rewrite": // the first bytes again, as they are: mtime and ctime only
+		f, err := fsys.OpenFile(op.name, os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, 4096)
+		n, err := f.ReadAt(buf, 0)
+		if err == io.EOF {
+			err = nil
+		}
+		if err == nil && n > 0 {
+			_, err = f.WriteAt(buf[:n], 0)
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
 	}
 	flag := os.O_WRONLY
 	if op.kind == "append" {

@@ -33,13 +33,32 @@ func TestKillHelper(t *testing.T) {
 		t.Skip("helper process of TestKillKernelReplay")
 	}
 	seed, _ := strconv.ParseUint(os.Getenv("EXT4GO_KILL_SEED"), 10, 64)
-	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, CommitInterval: 20 * time.Millisecond})
+	lazy := os.Getenv("EXT4GO_KILL_LAZYTIME") == "1"
+	opts := &ext4go.Options{Writable: true, CommitInterval: 20 * time.Millisecond}
+	if lazy {
+		// Lazy times, some expiring while the workload runs.
+		opts.Lazytime, opts.Atime, opts.LazytimeExpire = true, ext4go.AtimeStrict, 30*time.Millisecond
+	}
+	fsys, err := ext4go.Open(image, opts)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
 	plan, _ := crashPlan(seed, 8)
-	for _, ops := range plan {
+	for p, ops := range plan {
+		if lazy {
+			// Time-only changes after every file written: a read
+			// and a rewrite of bytes as they are.
+			var with []crashOp
+			for _, op := range ops {
+				with = append(with, op)
+				if op.kind == "write" || op.kind == "append" {
+					with = append(with, crashOp{kind: "read", name: op.name}, crashOp{kind: "rewrite", name: op.name})
+				}
+			}
+			ops = with
+			plan[p] = ops
+		}
 		// A pause after every step lets the kill land anywhere, and
 		// the 20 ms commit interval commit in the middle of phases.
 		for i := range ops {
@@ -71,17 +90,27 @@ func TestKillKernelReplay(t *testing.T) {
 	for s := range seeds {
 		args := configs[s%len(configs)]
 		t.Run(fmt.Sprintf("seed%d-%s", s, strings.Join(args, "")), func(t *testing.T) {
-			killRun(t, uint64(s)+20, args)
+			killRun(t, uint64(s)+20, args, false)
+		})
+	}
+	// With Options.Lazytime: the kill loses only times.
+	for s := range 2 {
+		args := configs[s%len(configs)]
+		t.Run(fmt.Sprintf("lazytime-seed%d-%s", s, strings.Join(args, "")), func(t *testing.T) {
+			killRun(t, uint64(s)+42, args, true) // seeds that kill after a sync
 		})
 	}
 }
 
-func killRun(t *testing.T, seed uint64, mkfs []string) {
+func killRun(t *testing.T, seed uint64, mkfs []string, lazytime bool) {
 	dir := t.TempDir()
 	image := filepath.Join(dir, "img")
 	testutil.Mke2fs(t, image, 32<<20, mkfs...)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKillHelper$")
 	cmd.Env = append(os.Environ(), "EXT4GO_KILL_IMAGE="+image, fmt.Sprintf("EXT4GO_KILL_SEED=%d", seed))
+	if lazytime {
+		cmd.Env = append(cmd.Env, "EXT4GO_KILL_LAZYTIME=1")
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
