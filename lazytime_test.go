@@ -18,12 +18,16 @@ import (
 	"github.com/ext4go/ext4go/internal/testutil"
 )
 
-// lazyImage makes a fresh 4 KiB-block ext4 image (256-byte inodes: 16 to
-// an inode-table block) and returns its path.
-func lazyImage(t *testing.T, extra ...string) string {
+// lazyImage makes a fresh image with mke2fs args (default a 4 KiB-block
+// ext4 with 256-byte inodes: 16 to an inode-table block) and returns its
+// path.
+func lazyImage(t *testing.T, args ...string) string {
 	t.Helper()
+	if len(args) == 0 {
+		args = []string{"-t", "ext4", "-b", "4096", "-I", "256"}
+	}
 	image := filepath.Join(t.TempDir(), "img")
-	testutil.Mke2fs(t, image, 32<<20, append([]string{"-t", "ext4", "-b", "4096", "-I", "256"}, extra...)...)
+	testutil.Mke2fs(t, image, 32<<20, args...)
 	return image
 }
 
@@ -318,21 +322,18 @@ func TestLazytimeExpire(t *testing.T) {
 func neighbourFiles(t *testing.T, fsys *ext4go.FS) (a, b, other string) {
 	t.Helper()
 	blocks := map[uint64][]string{}
-	var first uint64
+	var pair uint64
 	for i := 0; other == "" || a == ""; i++ {
 		name := fmt.Sprintf("f%02d", i)
 		if err := fsys.WriteFile(name, bytes.Repeat([]byte{byte(i)}, 64<<10), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		blk := ext4go.InodeTableBlock(fsys, memStat(t, fsys, name).Ino)
-		if i == 0 {
-			first = blk
-		}
 		blocks[blk] = append(blocks[blk], name)
-		if blk == first && len(blocks[blk]) == 2 {
-			a, b = blocks[blk][0], blocks[blk][1]
+		if a == "" && len(blocks[blk]) == 2 {
+			a, b, pair = blocks[blk][0], blocks[blk][1], blk
 		}
-		if blk != first && other == "" {
+		if a != "" && blk != pair && other == "" {
 			other = name
 		}
 	}
@@ -348,7 +349,20 @@ func neighbourFiles(t *testing.T, fsys *ext4go.FS) (a, b, other string) {
 // neighbour whose lock is held is skipped without waiting, and goes with
 // a later write once free.
 func TestLazytimeNeighbours(t *testing.T) {
-	image := lazyImage(t)
+	for _, c := range []struct {
+		name string
+		mkfs []string
+	}{
+		{"ext4", nil},
+		{"1k-nocsum", []string{"-t", "ext4", "-b", "1024", "-O", "^metadata_csum"}},
+		{"ext3", []string{"-t", "ext3"}},
+	} {
+		t.Run(c.name, func(t *testing.T) { lazytimeNeighbours(t, c.mkfs) })
+	}
+}
+
+func lazytimeNeighbours(t *testing.T, mkfs []string) {
+	image := lazyImage(t, mkfs...)
 	fsys := openLazy(t, image, ext4go.Options{CommitInterval: -1})
 	defer fsys.Close()
 	a, b, other := neighbourFiles(t, fsys)
@@ -988,6 +1002,43 @@ func TestLazytimeLimit(t *testing.T) {
 	}
 	if err := fsys.Close(); err != nil {
 		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+}
+
+// TestLazytimeSmallInodes: with 128-byte inodes (no extra time fields)
+// lazy times are whole seconds in memory too, so Stat does not change
+// when they reach the disk.
+func TestLazytimeSmallInodes(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 16<<20, "-t", "ext4", "-I", "128")
+	fsys := openLazy(t, image, ext4go.Options{CommitInterval: -1})
+	defer fsys.Close()
+	a, b, _ := neighbourFiles(t, fsys)
+	fa, fb := openFileRW(t, fsys, a), openFileRW(t, fsys, b)
+	defer fa.Close()
+	defer fb.Close()
+	overwrite(t, fa, 0, []byte("x"))
+	readAll(t, fsys, a)
+	mem := memStat(t, fsys, a)
+	for _, ts := range []time.Time{mem.Atime, mem.Mtime, mem.Ctime} {
+		if ts.Nanosecond() != 0 {
+			t.Errorf("a lazy time with nanoseconds in a 128-byte inode: %s", fmtTimes(mem))
+		}
+	}
+	if err := fb.Truncate(1); err != nil { // a neighbour's write carries a's times
+		t.Fatal(err)
+	}
+	if got := ext4go.DirtyTimes(fsys); got != 0 {
+		t.Errorf("%d dirty after the neighbour's write", got)
+	}
+	fa.Close()
+	fb.Close()
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := diskStat(t, image, a); !sameTimes(d, mem) {
+		t.Errorf("reopened: %s, Stat showed %s", fmtTimes(d), fmtTimes(mem))
 	}
 	testutil.RequireFsckClean(t, image)
 }
