@@ -105,4 +105,4 @@ func DropRecentInodes(fsys *FS) {
 
 // SetLazyTimesLimit sets how many nodes may have dirty times before the
 // periodic committer writes them all (maxLazyTimes by default).
-func SetLazyTimesLimit(fsys *FS, n int) { fsys.w.lazyTimesLimit = int64(n) }
+func SetLazyTimesLimit(fsys *FS, n int) { fsys.w.lazyTimesLimit.Store(int64(n)) }

@@ -206,7 +206,7 @@ func (f *FS) setTimesLazily(n *node, in *inode.Inode) {
 		return // cannot happen for a loaded node; the times stay in memory
 	}
 	n.timesDirty = true
-	if f.w.lazyTimes.add(blk, n, time.Now()) > f.w.lazyTimesLimit {
+	if f.w.lazyTimes.add(blk, n, time.Now()) > f.w.lazyTimesLimit.Load() {
 		select {
 		case f.w.flushTimes <- struct{}{}:
 		default:
@@ -341,7 +341,7 @@ func (f *FS) writeDirtyTimes(cutoff time.Time) error {
 // writeExpiredTimes is the periodic committer's part: the times dirty for
 // longer than Options.LazytimeExpire, or all of them when too many wait.
 func (f *FS) writeExpiredTimes() error {
-	if f.w.lazyTimes.count.Load() > f.w.lazyTimesLimit {
+	if f.w.lazyTimes.count.Load() > f.w.lazyTimesLimit.Load() {
 		return f.writeDirtyTimes(time.Time{})
 	}
 	expire := f.lazytimeExpire()

@@ -67,7 +67,7 @@ type writer struct {
 	// less in tests).
 	lazyTimes      lazyTimes
 	flushTimes     chan struct{}
-	lazyTimesLimit int64
+	lazyTimesLimit atomic.Int64
 	// neighbourCopies and neighbourSkips count the neighbours whose lazy
 	// times a write carried, and those it left because they were busy.
 	neighbourCopies, neighbourSkips atomic.Int64
@@ -308,7 +308,8 @@ func (f *FS) prepareWriter() error {
 	}
 	sb := f.sb
 	w := &writer{gdMu: make([]groupDescLock, len(f.groups)), fileOrphans: map[*node]struct{}{},
-		flushTimes: make(chan struct{}, 1), lazyTimesLimit: maxLazyTimes}
+		flushTimes: make(chan struct{}, 1)}
+	w.lazyTimesLimit.Store(maxLazyTimes)
 	if sb.HasCompat(super.CompatOrphanFile) {
 		of, err := f.loadOrphanFile()
 		if err != nil {
