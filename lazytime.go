@@ -293,6 +293,7 @@ func (f *FS) tryLockNeighbour(m *node) bool {
 	if f.neighbourWait <= 0 {
 		return false
 	}
+	benchknob.LazytimeNeighbourWaits.Add(1)
 	deadline := time.Now().Add(f.neighbourWait)
 	for time.Now().Before(deadline) {
 		runtime.Gosched()
@@ -300,6 +301,7 @@ func (f *FS) tryLockNeighbour(m *node) bool {
 			return true
 		}
 	}
+	benchknob.LazytimeNeighbourTimeouts.Add(1)
 	return false
 }
 

@@ -41,6 +41,10 @@ type lazytimeResult struct {
 	Ops       int64   `json:"ops"` // ftruncates plus writes
 	OpsPerSec float64 `json:"ops_per_sec"`
 	CPUNsOp   int64   `json:"cpu_ns_per_op"`
+	// Blocking only: busy neighbours waited for, and waits that ran
+	// out at the bound.
+	Waits    int64 `json:"neighbour_waits,omitempty"`
+	Timeouts int64 `json:"neighbour_wait_timeouts,omitempty"`
 }
 
 func benchLazytime(e *env, c *command, args []string) error {
@@ -88,7 +92,7 @@ func benchLazytime(e *env, c *command, args []string) error {
 	if !*asJSON {
 		fmt.Fprintf(e.stdout, "lazytime: %d goroutines, each on its own %s file: ftruncate + %d random 4 KiB overwrite(s); ops/s (ftruncates and writes), median of %d, %v each, %d CPUs%s\n",
 			*p, formatBytes(float64(size)), *writes, *count, *dur, runtime.GOMAXPROCS(0), loadAvg())
-		fmt.Fprintf(e.stdout, "%-16s %14s %14s %10s\n", "config", "ops/s", "CPU ns/op", "vs off")
+		fmt.Fprintf(e.stdout, "%-16s %14s %14s %10s  %s\n", "config", "ops/s", "CPU ns/op", "vs off", "neighbour waits (timed out)")
 	}
 	var off float64
 	for _, cfg := range configs {
@@ -120,7 +124,11 @@ func benchLazytime(e *env, c *command, args []string) error {
 		if cfg == "blocking" {
 			name += " (" + med.Wait + ")"
 		}
-		fmt.Fprintf(e.stdout, "%-16s %14.0f %14d %10s\n", name, med.OpsPerSec, med.CPUNsOp, vs)
+		waits := ""
+		if cfg == "blocking" {
+			waits = fmt.Sprintf("%d (%d)", med.Waits, med.Timeouts)
+		}
+		fmt.Fprintf(e.stdout, "%-16s %14.0f %14d %10s  %s\n", name, med.OpsPerSec, med.CPUNsOp, vs, waits)
 	}
 	return nil
 }
@@ -170,6 +178,7 @@ func runLazytimeBench(cfg string, p int, size int64, writes int, dur, wait time.
 	if err := fsys.Sync(); err != nil {
 		return res, err
 	}
+	waits0, timeouts0 := benchknob.LazytimeNeighbourWaits.Load(), benchknob.LazytimeNeighbourTimeouts.Load()
 	var ops atomic.Int64
 	var stop atomic.Bool
 	errs := make([]error, p)
@@ -206,6 +215,8 @@ func runLazytimeBench(cfg string, p int, size int64, writes int, dur, wait time.
 	wg.Wait()
 	elapsed := time.Since(start)
 	cpu := cpuTime() - cpu0
+	res.Waits = benchknob.LazytimeNeighbourWaits.Load() - waits0
+	res.Timeouts = benchknob.LazytimeNeighbourTimeouts.Load() - timeouts0
 	for i, err := range errs {
 		if err != nil {
 			return res, fmt.Errorf("file-%03d: %w", i, err)

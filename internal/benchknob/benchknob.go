@@ -14,3 +14,9 @@ import "sync/atomic"
 // inodes). "ext4go bench lazytime" sets it for its blocking
 // configuration.
 var LazytimeNeighbourWait atomic.Int64
+
+// LazytimeNeighbourWaits and LazytimeNeighbourTimeouts count, while
+// LazytimeNeighbourWait is in force, the busy neighbours waited for and
+// those whose wait ran out (every one of them a wait that, unbounded,
+// could have been a deadlock or a stall behind a commit).
+var LazytimeNeighbourWaits, LazytimeNeighbourTimeouts atomic.Int64
