@@ -462,9 +462,11 @@ type node struct {
 	orphan   bool                       // unlinked while open, on the orphan list or in the orphan file; mu
 	orphanAt int                        // 1 + its slot in the orphan file, 0 if on the list; mu
 	allocDir atomic.Pointer[ialloc.Dir] // the inode allocator's state of a directory
-	// timesDirty: cur holds timestamps the inode table does not have yet
-	// (Options.Lazytime), and the node is in writer.lazyTimes; mu.
-	timesDirty bool
+	// timesDirtyAt, when not 0, is when cur's timestamps began to differ
+	// from the inode table's (Options.Lazytime, unix ns), and the node is
+	// in writer.lazyTimes. Changed under mu held exclusively; the
+	// expiry reads it without.
+	timesDirtyAt atomic.Int64
 }
 
 // mapState is a node's block map as built for one inode version.

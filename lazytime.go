@@ -44,10 +44,9 @@ import (
 // changed is in the inode table buffer, so a reload never reads times older
 // than a stat showed.
 //
-// Locks. A node's timesDirty flag and its membership of the dirty set
-// change only under the node's mu held exclusively, so under mu the two
-// agree. The dirty set's shard locks are leaves: taken under node locks
-// and block buffer locks, nothing is waited for while one is held.
+// Locks. A node's timesDirtyAt and its slot in the dirty set change only
+// under the node's mu held exclusively, so under mu the two agree. The
+// dirty set itself takes no lock (atomic slots per inode-table block).
 // Copying a neighbour's times is optional work done while the writer
 // holds its own node's mu, an open transaction handle and the
 // inode-table block's buffer lock, so it must never wait: the neighbour's
@@ -69,95 +68,122 @@ const maxLazyTimes = 1 << 14
 const defaultLazytimeExpire = 12 * time.Hour
 
 // lazyTimes is the set of nodes whose timestamps changed in memory only
-// (kernel: the b_dirty_time list), indexed by the inode-table block that
-// holds each, so that a write of that block finds the neighbours it may
-// carry.
+// (kernel: the b_dirty_time list), kept by inode-table block, so that a
+// write of that block finds the neighbours it may carry, and slot by slot
+// in it. It takes no lock: every write of an inode of a block with dirty
+// neighbours looks here, and a mutex here (a first version had sharded
+// ones) made the set the hot spot of the lazytime benchmark, as the inode
+// hash lock was the kernel's before it stopped waiting for it.
 type lazyTimes struct {
 	count  atomic.Int64 // nodes in the set
-	shards [lazyTimesShards]lazyTimesShard
+	blocks sync.Map     // inode-table block number -> *lazyBlock
 }
 
-const lazyTimesShards = 64
-
-type lazyTimesShard struct {
-	mu      sync.Mutex // protects byBlock
-	byBlock map[uint64][]lazyEntry
-	_       [40]byte
+// lazyBlock holds the nodes of one inode-table block whose times are
+// dirty: slots[i] is the block's i-th inode, or nil. A slot changes only
+// under its node's mu (held exclusively), and holds at most one node: one
+// inode number has one live node, and a node leaves before its inode is
+// freed (its last write cleans it).
+type lazyBlock struct {
+	dirty atomic.Int32 // non-nil slots, and markers on their way in
+	// dead: being pruned (no dirty slot); a marker that finds it set
+	// takes a new record instead.
+	dead  atomic.Bool
+	slots []atomic.Pointer[node]
 }
 
-// lazyEntry is a node with dirty times and when they became dirty.
-type lazyEntry struct {
-	n     *node
-	since time.Time
-}
-
-func (s *lazyTimes) shard(blk uint64) *lazyTimesShard { return &s.shards[blk%lazyTimesShards] }
-
-// add records n (of inode-table block blk) as dirty since now. n.mu is held
-// exclusively and n was not in the set.
-func (s *lazyTimes) add(blk uint64, n *node, now time.Time) int64 {
-	sh := s.shard(blk)
-	sh.mu.Lock()
-	if sh.byBlock == nil {
-		sh.byBlock = map[uint64][]lazyEntry{}
-	}
-	sh.byBlock[blk] = append(sh.byBlock[blk], lazyEntry{n: n, since: now})
-	sh.mu.Unlock()
-	return s.count.Add(1)
-}
-
-// remove takes n (of block blk) out of the set. n.mu is held exclusively.
-func (s *lazyTimes) remove(blk uint64, n *node) {
-	sh := s.shard(blk)
-	sh.mu.Lock()
-	es := sh.byBlock[blk]
-	for i, e := range es {
-		if e.n == n {
-			es[i] = es[len(es)-1]
-			es[len(es)-1] = lazyEntry{}
-			es = es[:len(es)-1]
-			s.count.Add(-1)
-			break
+// add records n, the slot-th inode of inode-table block blk (of
+// perBlock), as dirty. n.mu is held exclusively and n was not in the set.
+// It returns the number of nodes in the set.
+func (s *lazyTimes) add(blk uint64, slot, perBlock int, n *node) int64 {
+	for {
+		v, ok := s.blocks.Load(blk)
+		if !ok {
+			v, _ = s.blocks.LoadOrStore(blk, &lazyBlock{slots: make([]atomic.Pointer[node], perBlock)})
 		}
+		b := v.(*lazyBlock)
+		// Announce, then look: prune marks dead, then looks (see
+		// prune); one of the two sees the other.
+		b.dirty.Add(1)
+		if b.dead.Load() {
+			// Being pruned: gone in a moment, or kept (prune saw a
+			// dirty slot, maybe only this marker's).
+			b.dirty.Add(-1)
+			runtime.Gosched()
+			continue
+		}
+		b.slots[slot].Store(n)
+		return s.count.Add(1)
 	}
-	if len(es) == 0 {
-		delete(sh.byBlock, blk)
-	} else {
-		sh.byBlock[blk] = es
+}
+
+// remove takes n, the slot-th inode of block blk, out of the set. n.mu is
+// held exclusively and n is in the set.
+func (s *lazyTimes) remove(blk uint64, slot int, n *node) {
+	v, ok := s.blocks.Load(blk)
+	if !ok {
+		return
 	}
-	sh.mu.Unlock()
+	b := v.(*lazyBlock)
+	if b.slots[slot].CompareAndSwap(n, nil) {
+		b.dirty.Add(-1)
+		s.count.Add(-1)
+	}
 }
 
 // neighbours appends to dst the nodes of block blk in the set, but skip.
 func (s *lazyTimes) neighbours(dst []*node, blk uint64, skip *node) []*node {
-	sh := s.shard(blk)
-	sh.mu.Lock()
-	for _, e := range sh.byBlock[blk] {
-		if e.n != skip {
-			dst = append(dst, e.n)
+	v, ok := s.blocks.Load(blk)
+	if !ok {
+		return dst
+	}
+	b := v.(*lazyBlock)
+	if b.dirty.Load() == 0 {
+		return dst
+	}
+	for i := range b.slots {
+		if m := b.slots[i].Load(); m != nil && m != skip {
+			dst = append(dst, m)
 		}
 	}
-	sh.mu.Unlock()
 	return dst
 }
 
-// expired returns the nodes dirty since before cutoff (all of them when
-// cutoff is zero).
+// expired returns the nodes whose times have been dirty since before
+// cutoff (all of them when cutoff is zero), and drops the records of
+// blocks with none.
 func (s *lazyTimes) expired(cutoff time.Time) []*node {
 	var ns []*node
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for _, es := range sh.byBlock {
-			for _, e := range es {
-				if cutoff.IsZero() || e.since.Before(cutoff) {
-					ns = append(ns, e.n)
-				}
+	s.blocks.Range(func(k, v any) bool {
+		b := v.(*lazyBlock)
+		if b.dirty.Load() == 0 {
+			s.prune(k.(uint64), b)
+			return true
+		}
+		for i := range b.slots {
+			m := b.slots[i].Load()
+			if m == nil {
+				continue
+			}
+			// Read without m.mu: a stale answer only moves the write
+			// to the next round, and writeTimes checks under mu.
+			if at := m.timesDirtyAt.Load(); at != 0 && (cutoff.IsZero() || at < cutoff.UnixNano()) {
+				ns = append(ns, m)
 			}
 		}
-		sh.mu.Unlock()
-	}
+		return true
+	})
 	return ns
+}
+
+// prune drops the record of block blk if no slot of it is dirty.
+func (s *lazyTimes) prune(blk uint64, b *lazyBlock) {
+	b.dead.Store(true)
+	if b.dirty.Load() != 0 {
+		b.dead.Store(false) // a marker came in; it keeps the record
+		return
+	}
+	s.blocks.CompareAndDelete(blk, b)
 }
 
 // lazytime reports whether time-only changes stay in memory.
@@ -198,15 +224,15 @@ func (f *FS) setTimesLazily(n *node, in *inode.Inode) {
 	// one's to write in place any more (as setInode).
 	in.RawOwned = false
 	n.cur.Store(in)
-	if n.timesDirty {
+	if n.timesDirtyAt.Load() != 0 {
 		return
 	}
-	blk, _, err := f.inodeLocation(n.ino)
+	blk, off, err := f.inodeLocation(n.ino)
 	if err != nil {
 		return // cannot happen for a loaded node; the times stay in memory
 	}
-	n.timesDirty = true
-	if f.w.lazyTimes.add(blk, n, time.Now()) > f.w.lazyTimesLimit.Load() {
+	n.timesDirtyAt.Store(time.Now().UnixNano())
+	if f.w.lazyTimes.add(blk, off/f.inodeSize, int(f.blockSize)/f.inodeSize, n) > f.w.lazyTimesLimit.Load() {
 		select {
 		case f.w.flushTimes <- struct{}{}:
 		default:
@@ -215,11 +241,11 @@ func (f *FS) setTimesLazily(n *node, in *inode.Inode) {
 }
 
 // timesWritten records that n's current times reached its inode-table
-// block (blk). n.mu is held exclusively.
-func (f *FS) timesWritten(blk uint64, n *node) {
-	if n.timesDirty {
-		n.timesDirty = false
-		f.w.lazyTimes.remove(blk, n)
+// block blk, at byte off. n.mu is held exclusively.
+func (f *FS) timesWritten(blk uint64, off int, n *node) {
+	if n.timesDirtyAt.Load() != 0 {
+		n.timesDirtyAt.Store(0)
+		f.w.lazyTimes.remove(blk, off/f.inodeSize, n)
 	}
 }
 
@@ -254,7 +280,7 @@ func (f *FS) copyNeighbourTimes(b []byte, blk uint64, cands []*node) {
 // held.
 func (f *FS) copyTimesLocked(b []byte, blk uint64, m *node) {
 	cur := m.in()
-	if !m.timesDirty || cur == nil || m.freed.Load() {
+	if m.timesDirtyAt.Load() == 0 || cur == nil || m.freed.Load() {
 		return // written meanwhile, being created, or gone
 	}
 	mblk, off, err := f.inodeLocation(m.ino)
@@ -279,7 +305,7 @@ func (f *FS) copyTimesLocked(b []byte, blk uint64, m *node) {
 	if f.csum {
 		inode.SetChecksum(f.seed, m.ino, slot)
 	}
-	f.timesWritten(blk, m)
+	f.timesWritten(blk, off, m)
 	f.w.neighbourCopies.Add(1)
 }
 
@@ -310,7 +336,7 @@ func (f *FS) tryLockNeighbour(m *node) bool {
 func (f *FS) writeTimes(n *node) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !n.timesDirty || n.freed.Load() || n.in() == nil {
+	if n.timesDirtyAt.Load() == 0 || n.freed.Load() || n.in() == nil {
 		return nil
 	}
 	h, err := f.begin()
@@ -328,7 +354,7 @@ func (f *FS) writeTimes(n *node) error {
 // before cutoff, all of them when cutoff is zero (kernel: the writeback
 // of I_DIRTY_TIME inodes by sync and on expiry). No lock may be held.
 func (f *FS) writeDirtyTimes(cutoff time.Time) error {
-	if f.w == nil || f.w.lazyTimes.count.Load() == 0 {
+	if f.w == nil {
 		return nil
 	}
 	var first error

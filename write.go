@@ -881,7 +881,7 @@ func (f *FS) setInode(h handle, n *node, in *inode.Inode) error {
 	}
 	n.cur.Store(in)
 	if f.w != nil {
-		f.timesWritten(blk, n)
+		f.timesWritten(blk, off, n)
 	}
 	// The block map changes with i_block, the flags or the size, and with
 	// edits of the extent tree's blocks, which extStore records.
