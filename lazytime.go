@@ -29,10 +29,10 @@ import (
 //     dirty-time inode, kernel: ext4_sync_file), FS.Close;
 //   - the periodic commit (Options.CommitInterval) after the times have
 //     been dirty for Options.LazytimeExpire, 12 hours by default (kernel:
-//     dirtytime_expire_interval), or at once for all of them when more than
-//     maxLazyTimes nodes are dirty (the kernel writes a dirty-time inode
-//     before evicting it; here the dirty set keeps its nodes, so it is
-//     bounded instead). Without periodic commits (a negative
+//     dirtytime_expire_interval), or at once for all those waiting when
+//     more than maxLazyTimes nodes are dirty (the kernel writes a
+//     dirty-time inode before evicting it; here the dirty set keeps its
+//     nodes, so it is bounded instead). Without periodic commits (a negative
 //     CommitInterval) only the other ways apply.
 //
 // A crash loses at most the timestamps written this way, never anything
@@ -54,10 +54,13 @@ import (
 // anyone, reader or writer), being created (no inode yet) or freed is
 // skipped — its times stay dirty and reach the disk another way. Waiting
 // there would break the lock order (inode locks before a handle; a handle
-// never waits for an inode lock): two writers of neighbouring inodes
-// would wait for each other, or a writer for a node whose holder waits for
-// the commit the writer's handle holds up. The kernel learned this the
-// same way (find_inode_nowait, then skipping contended lookups).
+// never waits for an inode lock): the neighbour's holder may itself be
+// writing its inode and wait for the block's buffer lock the writer holds,
+// or wait for the commit the writer's handle holds up. "ext4go bench
+// lazytime" measures it with a bounded wait (f.neighbourWait): nearly
+// every wait runs out, even at 200 ms, so an unbounded one would be a
+// deadlock. The kernel skips such inodes the same way (find_inode_nowait
+// and other_inode_match).
 
 // maxLazyTimes bounds the nodes whose times wait in memory: past it the
 // periodic committer writes them all.
@@ -71,9 +74,9 @@ const defaultLazytimeExpire = 12 * time.Hour
 // (kernel: the b_dirty_time list), kept by inode-table block, so that a
 // write of that block finds the neighbours it may carry, and slot by slot
 // in it. It takes no lock: every write of an inode of a block with dirty
-// neighbours looks here, and a mutex here (a first version had sharded
-// ones) made the set the hot spot of the lazytime benchmark, as the inode
-// hash lock was the kernel's before it stopped waiting for it.
+// neighbours looks here and every time-only change may enter, and a mutex
+// here (a first version had sharded ones) was the hot spot of the
+// lazytime benchmark, as the inode hash lock was the kernel's.
 type lazyTimes struct {
 	count  atomic.Int64 // nodes in the set
 	blocks sync.Map     // inode-table block number -> *lazyBlock
