@@ -42,8 +42,8 @@ func runSteps(t *testing.T, root string, steps []string) []string {
 	t.Helper()
 	var out []string
 	for _, s := range steps {
-		cmd := exec.Command("sh", "-c", "umask 022; "+s)
-		cmd.Dir = root
+		// cd in sh, not cmd.Dir: see run in programs_test.go.
+		cmd := exec.Command("sh", "-c", `cd "$0" && umask 022 && `+s, root)
 		b, err := cmd.CombinedOutput()
 		status := "ok"
 		if err != nil {

@@ -14,10 +14,20 @@ import (
 
 // run runs a program (its output kept for the failure message) in dir
 // with env added to the test's own.
+//
+// The program starts from sh, which changes to dir and execs it: this
+// process serves the mount, and Go starts a program with vfork, whose
+// parent thread stops until the child has exec'd; a garbage collection
+// stopping the world then waits for that thread, while a child that
+// touches the mount (a chdir into it, an executable on it) waits for this
+// process to answer (it deadlocked CI once). sh's chdir and exec happen
+// in a process that is not this one.
 func run(t *testing.T, dir string, env []string, name string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
+	if dir == "" {
+		dir = "."
+	}
+	cmd := exec.Command("sh", append([]string{"-c", `cd "$0" && exec "$@"`, dir, name}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
