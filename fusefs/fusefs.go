@@ -25,6 +25,15 @@
 // by the server on write, truncate and chown (FUSE_HANDLE_KILLPRIV_V2).
 // With Options.WritebackCache the kernel keeps written pages and file
 // sizes itself and sends large writes later.
+//
+// A program that serves a mount must not start another program (os/exec)
+// with its working directory or executable on that mount: Go starts
+// programs with vfork, whose parent thread stops until the child has
+// exec'd, a garbage collection that stops the world waits for that
+// thread, and the child's chdir or exec waits for this process to answer
+// on the mount. Start it through a shell that changes directory and execs
+// ("sh -c 'cd DIR && exec PROG'"), or serve from another process
+// (ext4go mount).
 package fusefs
 
 import (
