@@ -61,6 +61,10 @@ type writer struct {
 	// must not hand out (the ones the fast commits map).
 	exclude func(start, n uint64) (end uint64, hit bool)
 
+	// groupDescsBatched: descriptors reach their blocks at commit
+	// (writeGroupDesc), once the commit hook that does it is set.
+	groupDescsBatched bool
+
 	// lazyTimes are the nodes whose timestamps wait in memory
 	// (Options.Lazytime); flushTimes asks the periodic committer to
 	// write them all now (more than lazyTimesLimit wait: maxLazyTimes,
@@ -83,7 +87,10 @@ type groupDescLock struct {
 	// descriptor keeps only its low 16 bits with 32-byte descriptors.
 	bitmapCrc   uint32
 	bitmapCrcOK bool
-	_           [48 * pad.On]byte
+	// descDirty: f.groups[g] changed since its descriptor was last
+	// encoded into its block (writeGroupDesc).
+	descDirty atomic.Bool
+	_         [44 * pad.On]byte
 }
 
 // handle is a transaction handle as the allocators see it.
@@ -362,6 +369,8 @@ func (f *FS) prepareWriter() error {
 			f.setError(err)
 		}
 	})
+	f.tm.BeforeFreeze(f.writeDirtyGroupDescs)
+	w.groupDescsBatched = true
 	return nil
 }
 
@@ -465,13 +474,50 @@ func (f *FS) writeSuper(h handle) error {
 	})
 }
 
-// writeGroupDesc records group g's descriptor in h; w.gdMu[g] must be held.
+// writeGroupDesc records that group g's descriptor changed in h's
+// transaction; w.gdMu[g] must be held. The descriptor is encoded into its
+// block once, when the transaction commits (writeDirtyGroupDescs), not on
+// every allocation: a descriptor block holds the descriptors of many
+// groups, so writing it per change made every allocation and free of all
+// files lock and dirty one shared buffer (issue 13: jbd2's one dirty
+// buffer for many changes).
 func (f *FS) writeGroupDesc(h handle, g uint32) error {
+	if f.w.groupDescsBatched {
+		f.w.gdMu[g].descDirty.Store(true)
+		return nil
+	}
+	return f.encodeGroupDesc(h, g)
+}
+
+// encodeGroupDesc writes group g's descriptor into its block in h;
+// w.gdMu[g] must be held.
+func (f *FS) encodeGroupDesc(h handle, g uint32) error {
 	blk, off := f.sb.GroupDescLocation(g)
 	return h.Modify(blk, func(b []byte) error {
 		super.PutGroupDesc(f.sb, f.groups[g], g, b[off:])
 		return nil
 	})
+}
+
+// writeDirtyGroupDescs encodes the descriptors that changed in the
+// closing transaction into their blocks (txn.Manager.BeforeFreeze): no
+// handle is open, so no descriptor changes meanwhile.
+func (f *FS) writeDirtyGroupDescs(h *txn.Handle) error {
+	w := f.w
+	for g := range w.gdMu {
+		l := &w.gdMu[g]
+		if !l.descDirty.Load() {
+			continue
+		}
+		l.Lock()
+		l.descDirty.Store(false)
+		err := f.encodeGroupDesc(handle{h}, uint32(g))
+		l.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Sync writes every change made so far to the device and flushes it.

@@ -132,6 +132,9 @@ type Manager struct {
 
 	hooksMu lockstat.Mutex[lockstat.MTxnHooks]
 	hooks   []func(tid uint64)
+	// beforeFreeze, if set, runs in each commit once the transaction's
+	// handles have ended and before its blocks are frozen (BeforeFreeze).
+	beforeFreeze func(h *Handle) error
 
 	committing  atomic.Bool
 	maxDirty    atomic.Int64 // Options.MaxDirty, or as SetMaxDirty set it
@@ -293,6 +296,15 @@ func (m *Manager) OnCommit(fn func(tid uint64)) {
 	m.hooks = append(m.hooks, fn)
 	m.hooksMu.Unlock()
 }
+
+// BeforeFreeze sets fn to run in every commit after the closing
+// transaction's last handle has ended and before its blocks are frozen,
+// with a handle of that transaction: the place for changes batched over
+// a transaction, as jbd2 writes a buffer once however many changes it
+// took. fn runs with no other handle open (new ones wait), so it must not
+// begin one or commit; an error aborts the commit. Set it before the
+// first handle.
+func (m *Manager) BeforeFreeze(fn func(h *Handle) error) { m.beforeFreeze = fn }
 
 // Handle is one atomic change in progress.
 type Handle struct {
@@ -570,6 +582,20 @@ func (m *Manager) Commit() error {
 	t.locked.Store(true)
 	for t.openHandles() > 0 {
 		m.cond.Wait()
+	}
+	if m.beforeFreeze != nil {
+		h := &Handle{m: m, t: t}
+		err := m.beforeFreeze(h)
+		h.ended = true
+		if err != nil {
+			// t's blocks may be half changed: nothing more may commit.
+			aborted := fmt.Errorf("%w: %v", ErrAborted, err)
+			m.err.CompareAndSwap(nil, &aborted)
+			t.locked.Store(false)
+			m.cond.Broadcast()
+			m.mu.Unlock()
+			return err
+		}
 	}
 	// No handle can change t's blocks now: freeze them.
 	n := t.ndirty.Load()
