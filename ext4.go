@@ -340,6 +340,21 @@ func (f *FS) readBlock(blk uint64, what string) ([]byte, error) {
 	return b, nil
 }
 
+// readBlockInto is readBlock into b (a block long) instead of a new
+// buffer.
+func (f *FS) readBlockInto(blk uint64, what string, b []byte) error {
+	if blk >= f.sb.BlocksCount() || (blk == 0 && f.blockSize > 1024 && what != "boot block") {
+		return &CorruptError{What: what, Block: int64(blk), Detail: fmt.Sprintf("block number outside the filesystem (%d blocks)", f.sb.BlocksCount())}
+	}
+	if err := f.tm.View(blk, func(data []byte) error {
+		copy(b, data)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("read %s: %w", what, err)
+	}
+	return nil
+}
+
 // metaDev is the device as the metadata cache reads it: each read (a
 // cache miss) passes the fault hook first.
 type metaDev struct {

@@ -41,6 +41,11 @@ type extStore struct {
 	// ext is the extent editor FS.editor sets up over this store: one
 	// allocation for both, and its scratch serves the whole operation.
 	ext extent.Editor
+	// lent, in a pooled store, are the scratch buffers ReadNode copied
+	// tree blocks into; putExtStore takes them back (a copy per level per
+	// call was most of what a write to a file of many extents allocated).
+	lent   [][]byte
+	pooled bool
 }
 
 // extStores recycles the stores of the hot paths (a write or fallocate
@@ -52,12 +57,18 @@ var extStores = sync.Pool{New: func() any { return new(extStore) }}
 // when the call is done with it and with the editor made over it.
 func pooledExtStore(f *FS, h handle, ino uint32) *extStore {
 	s := extStores.Get().(*extStore)
-	s.f, s.h, s.ino = f, h, ino
+	s.f, s.h, s.ino, s.pooled = f, h, ino, true
 	return s
 }
 
 func putExtStore(s *extStore) {
+	for i, b := range s.lent {
+		putScratch(b)
+		s.lent[i] = nil
+	}
+	lent := s.lent[:0]
 	*s = extStore{} // drop what it points to
+	s.lent = lent
 	extStores.Put(s)
 }
 
@@ -72,7 +83,16 @@ func (s *extStore) treeChanged() {
 }
 
 func (s *extStore) ReadNode(pblk uint64) ([]byte, error) {
-	return s.f.readBlock(pblk, "extent tree block")
+	if !s.pooled {
+		return s.f.readBlock(pblk, "extent tree block")
+	}
+	b := getScratch(int(s.f.blockSize))
+	if err := s.f.readBlockInto(pblk, "extent tree block", b); err != nil {
+		putScratch(b)
+		return nil, err
+	}
+	s.lent = append(s.lent, b)
+	return b, nil
 }
 
 func (s *extStore) WriteNode(pblk uint64, b []byte) error {
