@@ -176,7 +176,7 @@ type extentMap struct{ *extent.Editor }
 
 // Lookup reads the tree lent the cached blocks: it changes nothing.
 func (m extentMap) Lookup(lblk uint32) (extent.Mapping, error) {
-	return m.Tree().Lookup(lblk)
+	return m.Editor.Lookup(lblk)
 }
 
 // Insert maps a hole. The writers only insert where a lookup found a

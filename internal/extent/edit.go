@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 )
 
 // Errors of the Editor besides those of the read side and of its Store.
@@ -87,13 +88,56 @@ type Editor struct {
 	pathBuf  [MaxDepth + 1]level
 	left     Extent // what Neighbours returns
 	right    Extent
+	// lent are the pooled nodes the current call decoded blocks into;
+	// release gives them back when a public method returns.
+	lent  [2 * (MaxDepth + 1)]*Node
+	nlent int
+}
+
+// nodePool recycles decoded block nodes: a leaf block holds up to 340
+// extents, so decoding one per level per call was most of what a write
+// to a file of many extents allocated.
+var nodePool = sync.Pool{New: func() any { return new(Node) }}
+
+// lendNode returns a node for a decoded block, from the pool while the
+// Editor can remember to give it back.
+func (ed *Editor) lendNode() *Node {
+	if ed.nlent == len(ed.lent) {
+		return &Node{}
+	}
+	n := nodePool.Get().(*Node)
+	ed.lent[ed.nlent] = n
+	ed.nlent++
+	return n
+}
+
+// release gives back the nodes lent during a call; nothing of the call
+// may refer to them after (results are copied out).
+func (ed *Editor) release() {
+	for i := range ed.nlent {
+		n := ed.lent[i]
+		n.Extents, n.Indexes = n.Extents[:0], n.Indexes[:0]
+		nodePool.Put(n)
+		ed.lent[i] = nil
+	}
+	ed.nlent = 0
+}
+
+// Lookup maps file block lblk as Tree.Lookup does, giving back the nodes
+// it decoded.
+func (ed *Editor) Lookup(lblk uint32) (Mapping, error) {
+	defer ed.release()
+	return ed.Tree().Lookup(lblk)
 }
 
 // Tree returns a read-only view of the tree, for Lookup and Walk. The view
-// belongs to the Editor: it is valid until the Editor's fields change.
+// belongs to the Editor: it is valid until the Editor's fields change, and
+// the nodes it decodes are lent from the Editor's pool until the Editor's
+// next Insert, Remove, Convert, Neighbours or Lookup returns (Walk's
+// NodeInfo.Node must not be kept).
 func (ed *Editor) Tree() *Tree {
 	ed.tree = Tree{
-		store: ed.Store, View: ed.View,
+		store: ed.Store, View: ed.View, lender: ed,
 		BlockSize:      ed.BlockSize,
 		FirstDataBlock: ed.FirstDataBlock, BlocksCount: ed.BlocksCount,
 		Csum: ed.Csum, Seed: ed.Seed, Ino: ed.Ino,
@@ -555,6 +599,7 @@ func (ed *Editor) Insert(x Extent) error {
 	if err := ed.setupErr(); err != nil {
 		return err
 	}
+	defer ed.release()
 	if err := ed.checkExtent(x); err != nil {
 		return err
 	}
@@ -683,6 +728,7 @@ func (ed *Editor) Remove(from, to uint32) error {
 	if err := ed.setupErr(); err != nil {
 		return err
 	}
+	defer ed.release()
 	if from >= to {
 		return nil
 	}
@@ -777,6 +823,7 @@ func (ed *Editor) Convert(from, n uint32, toWritten bool) error {
 	if err := ed.setupErr(); err != nil {
 		return err
 	}
+	defer ed.release()
 	to := uint64(from) + uint64(n)
 	if to > MaxLogical {
 		return fmt.Errorf("%w: range %d+%d ends past block %d", ErrInvalid, from, n, uint64(MaxLogical))
@@ -882,6 +929,7 @@ func (ed *Editor) Neighbours(lblk uint32) (left, right *Extent, err error) {
 	if err := ed.setupErr(); err != nil {
 		return nil, nil, err
 	}
+	defer ed.release()
 	p, err := ed.find(lblk)
 	if err != nil {
 		return nil, nil, err

@@ -36,6 +36,9 @@ type Tree struct {
 	// store reads blocks when Read is nil: an Editor's view, which binds
 	// no method value per call.
 	store Store
+	// lender, in an Editor's view, lends decoded block nodes from a pool
+	// the Editor takes back when its call ends.
+	lender interface{ lendNode() *Node }
 }
 
 // Mapping is where a file block lives, as Lookup reports it.
@@ -147,27 +150,44 @@ func (t *Tree) readChild(idx Index, parentDepth uint16, end uint64) (*Node, []by
 // decodeChild decodes and checks the node idx points to, from its block's
 // bytes b.
 func (t *Tree) decodeChild(idx Index, parentDepth uint16, end uint64, b []byte) (*Node, error) {
+	n := t.newNode()
+	if err := t.decodeChildInto(idx, parentDepth, end, b, n); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// newNode is where decoded block nodes go: the Editor's pool for its
+// view, else a new node.
+func (t *Tree) newNode() *Node {
+	if t.lender != nil {
+		return t.lender.lendNode()
+	}
+	return &Node{}
+}
+
+// decodeChildInto is decodeChild into n's storage.
+func (t *Tree) decodeChildInto(idx Index, parentDepth uint16, end uint64, b []byte, n *Node) error {
 	blk := int64(idx.Child)
 	if len(b) < t.BlockSize {
-		return nil, fmt.Errorf("extent tree of inode %d: block %d: read %d bytes, want %d", t.Ino, idx.Child, len(b), t.BlockSize)
+		return fmt.Errorf("extent tree of inode %d: block %d: read %d bytes, want %d", t.Ino, idx.Child, len(b), t.BlockSize)
 	}
 	b = b[:t.BlockSize]
-	n, err := DecodeNode(b)
-	if err != nil {
-		return nil, fserr.At(err, blk, t.Ino)
+	if err := decodeNodeInto(b, n); err != nil {
+		return fserr.At(err, blk, t.Ino)
 	}
 	if n.Depth != parentDepth-1 {
-		return nil, t.corrupt(blk, "depth %d under a node of depth %d", n.Depth, parentDepth)
+		return t.corrupt(blk, "depth %d under a node of depth %d", n.Depth, parentDepth)
 	}
 	if err := t.check(n, blk, idx.Logical, end); err != nil {
-		return nil, err
+		return err
 	}
 	if t.Csum {
 		if err := VerifyChecksum(b, t.Seed); err != nil {
-			return nil, fserr.At(err, blk, t.Ino)
+			return fserr.At(err, blk, t.Ino)
 		}
 	}
-	return n, nil
+	return nil
 }
 
 func (t *Tree) corrupt(blk int64, format string, a ...any) error {
