@@ -28,14 +28,16 @@ rows = [json.loads(l) for l in sys.stdin if l.strip()]
 by = {}
 for r in rows:
     row = r["row"]
+    if "p" not in row:
+        continue  # a summary line, not a measurement
     key = (row.get("bench", "alloc"), row.get("config", ""), row["p"])
     ops = row.get("ops_per_sec") or row.get("ops_per_s") or 0
     by.setdefault(key, {}).setdefault(r["layout"], []).append(ops)
-print(f"{\"bench\":<12} {\"config\":<18} {\"p\":>3} {\"padded\":>14} {\"unpadded\":>14} {\"padded/unpadded\":>16}")
+print("%-12s %-18s %3s %14s %14s %16s" % ("bench", "config", "p", "padded", "unpadded", "padded/unpadded"))
 for key in sorted(by):
     d = by[key]
     if "padded" not in d or "unpadded" not in d:
         continue
     a, b = statistics.median(d["padded"]), statistics.median(d["unpadded"])
-    print(f"{key[0]:<12} {key[1]:<18} {key[2]:>3} {a:>14.0f} {b:>14.0f} {a/b if b else 0:>16.3f}")
+    print("%-12s %-18s %3d %14.0f %14.0f %16.3f" % (key[0], key[1], key[2], a, b, a / b if b else 0))
 '

@@ -118,6 +118,30 @@ func nextOne(w []uint64, from, max uint32) uint32 {
 	}
 }
 
+// prevOneEnd returns one past the last set bit below before, or 0 when
+// every bit below it is clear: where a run of clear bits ending at before
+// starts.
+func prevOneEnd(w []uint64, before uint32) uint32 {
+	if before == 0 {
+		return 0
+	}
+	i := (before - 1) >> 6
+	word := w[i]
+	if r := before & 63; r != 0 {
+		word &= 1<<r - 1
+	}
+	for {
+		if word != 0 {
+			return i<<6 + uint32(63-bits.LeadingZeros64(word)) + 1
+		}
+		if i == 0 {
+			return 0
+		}
+		i--
+		word = w[i]
+	}
+}
+
 // countOnes returns the number of set bits in [start, start+n).
 func countOnes(w []uint64, start, n uint32) uint32 {
 	var c uint32

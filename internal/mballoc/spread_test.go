@@ -1,6 +1,9 @@
 package mballoc
 
-import "testing"
+import (
+	"math/rand/v2"
+	"testing"
+)
 
 // interleavedStreams appends to n files in turn, chunk blocks at a time,
 // until each holds total blocks, as concurrent appenders do, and returns
@@ -160,5 +163,42 @@ func TestAppendStreams(t *testing.T) {
 	a.DiscardInodePrealloc(21)
 	if err := a.CheckConsistency(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLargestRunRandom: on random bitmaps the run largestRun finds through
+// the buddy is free, cannot grow, and is at least half the longest.
+func TestLargestRunRandom(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for iter := range 500 {
+		const nbits = 4096
+		src := make([]uint64, nbits/64)
+		density := rnd.IntN(100)
+		for i := uint32(0); i < nbits; {
+			run := uint32(1 + rnd.IntN(1+rnd.IntN(600)))
+			if rnd.IntN(100) < density {
+				setRange(src, i, min(run, nbits-i))
+			}
+			i += run
+		}
+		b := newBuddy(nbits, nbits, 13)
+		b.generate(src)
+		s, n := b.largestRun()
+		_, longest := b.longestRunScan()
+		if longest == 0 {
+			if n != 0 {
+				t.Fatalf("iter %d: run %d+%d on a full group", iter, s, n)
+			}
+			continue
+		}
+		if n*2 < longest || n > longest {
+			t.Fatalf("iter %d: run of %d, longest %d", iter, n, longest)
+		}
+		if ok, _ := allClear(b.bitmap, s, n); !ok {
+			t.Fatalf("iter %d: run %d+%d is not free", iter, s, n)
+		}
+		if (s > 0 && !testBit(b.bitmap, s-1)) || (s+n < nbits && !testBit(b.bitmap, s+n)) {
+			t.Fatalf("iter %d: run %d+%d could grow", iter, s, n)
+		}
 	}
 }
