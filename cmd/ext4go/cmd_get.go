@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -50,10 +51,11 @@ func runGet(e *env, args []string) error {
 	defer fsys.Close()
 	src, dest := imagePath(o.args[0]), o.args[1]
 
-	fi, err := fsys.Lstat(src)
+	top, err := openTop(fsys, src)
 	if err != nil {
 		return err
 	}
+	defer top.Close()
 	// cp -r semantics: into an existing directory DEST as DEST/base(PATH),
 	// else as DEST itself. The image root goes into DEST.
 	parentDir, name := path.Dir(dest), path.Base(dest)
@@ -71,13 +73,39 @@ func runGet(e *env, args []string) error {
 	co := &copyOut{fsys: fsys, stderr: e.stderr, noOwner: o.has("n"), quiet: o.has("q"),
 		links: map[uint32]string{}, warned: map[string]bool{}, isRoot: os.Geteuid() == 0,
 		buf: make([]byte, 1<<20), destLabel: dest, overwrite: o.has("f")}
-	if err := co.copy(pfd, name, src, fi); err != nil {
+	if err := co.copy(pfd, name, src, top); err != nil {
 		return err
 	}
 	if co.errs > 0 {
 		return fmt.Errorf("%d entries could not be copied", co.errs)
 	}
 	return nil
+}
+
+// openTop opens the image's path src without following a final symbolic
+// link: for reading if it is a directory or a regular file.
+func openTop(fsys *ext4go.FS, src string) (*ext4go.File, error) {
+	if _, err := fsys.Lstat(src); err != nil {
+		return nil, err
+	}
+	dir, err := fsys.Open(path.Dir(src))
+	if err != nil {
+		return nil, err
+	}
+	defer dir.Close()
+	d := dir.(*ext4go.File)
+	if src == "." {
+		return d.Reopen(os.O_RDONLY)
+	}
+	f, err := d.LookupAt(path.Base(src))
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err == nil && (fi.IsDir() || fi.Mode().IsRegular()) {
+		defer f.Close()
+		return f.Reopen(os.O_RDONLY)
+	}
+	return f, nil
 }
 
 func (co *copyOut) warn(kind string, err error) {
@@ -88,9 +116,13 @@ func (co *copyOut) warn(kind string, err error) {
 	fmt.Fprintf(co.stderr, "ext4go get: warning: %s: %v (further such warnings suppressed)\n", kind, err)
 }
 
-// copy creates name in the directory dirfd as a copy of the image's src.
-// rel is src's path relative to the copy's root, for hard links.
-func (co *copyOut) copy(dirfd int, name, src string, fi fs.FileInfo) error {
+// copy creates name in the directory dirfd as a copy of the image's file
+// f, whose path in the image is src (for messages).
+func (co *copyOut) copy(dirfd int, name, src string, f *ext4go.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
 	st := fi.Sys().(*ext4go.Stat)
 	mode := fi.Mode()
 	if !mode.IsDir() && st.Nlink > 1 {
@@ -108,15 +140,14 @@ func (co *copyOut) copy(dirfd int, name, src string, fi fs.FileInfo) error {
 			}
 		}
 	}
-	var err error
 	switch {
 	case mode.IsDir():
-		return co.copyDir(dirfd, name, src, st)
+		return co.copyDir(dirfd, name, src, f, st)
 	case mode.IsRegular():
-		err = co.copyFile(dirfd, name, src, st)
+		err = co.copyFile(dirfd, name, src, f, st)
 	case mode&fs.ModeSymlink != 0:
 		var target string
-		if target, err = co.fsys.ReadLink(src); err == nil {
+		if target, err = f.ReadLink(); err == nil {
 			err = unix.Symlinkat(target, dirfd, name)
 		}
 	default:
@@ -130,7 +161,7 @@ func (co *copyOut) copy(dirfd int, name, src string, fi fs.FileInfo) error {
 	}
 	if !mode.IsRegular() {
 		// Regular files got their metadata through their descriptor.
-		if err := co.setMeta(dirfd, name, -1, src, st, mode); err != nil {
+		if err := co.setMeta(dirfd, name, -1, src, f, st, mode); err != nil {
 			return err
 		}
 	}
@@ -160,7 +191,9 @@ func (co *copyOut) hardlink(dirfd int, name, first string) error {
 	return nil
 }
 
-func (co *copyOut) copyDir(parentfd int, name, src string, st *ext4go.Stat) error {
+// copyDir copies the directory d. Its entries are opened by the inode
+// numbers the directory holds (OpenEntry), not looked up by name again.
+func (co *copyOut) copyDir(parentfd int, name, src string, d *ext4go.File, st *ext4go.Stat) error {
 	if co.above == nil {
 		co.above = map[uint32]bool{}
 	}
@@ -180,15 +213,16 @@ func (co *copyOut) copyDir(parentfd int, name, src string, st *ext4go.Stat) erro
 		return fmt.Errorf("%s: %w (exists and is not a directory?)", name, err)
 	}
 	defer unix.Close(fd)
-	ents, err := co.fsys.ReadDir(src)
+	ents, err := d.ReadDir(-1)
 	if err != nil {
 		return err
 	}
-	for _, d := range ents {
-		child := path.Join(src, d.Name())
-		info, err := d.Info()
+	for _, e := range ents {
+		child := path.Join(src, e.Name())
+		c, err := d.OpenEntry(e)
 		if err == nil {
-			err = co.copy(fd, d.Name(), child, info)
+			err = co.copy(fd, e.Name(), child, c)
+			c.Close()
 		}
 		if err != nil {
 			fmt.Fprintf(co.stderr, "ext4go get: %v\n", err)
@@ -199,35 +233,43 @@ func (co *copyOut) copyDir(parentfd int, name, src string, st *ext4go.Stat) erro
 		// Merging the image root into an existing DEST: keep DEST's own metadata.
 		return nil
 	}
-	return co.setMeta(parentfd, name, fd, src, st, fs.ModeDir)
+	return co.setMeta(parentfd, name, fd, src, d, st, fs.ModeDir)
 }
 
-func (co *copyOut) copyFile(dirfd int, name, src string, st *ext4go.Stat) error {
+// copyFile copies the regular file f: a new host file (O_EXCL: nothing is
+// overwritten or followed), its data ranges written where they are so
+// holes stay holes, then its metadata set through the descriptor.
+func (co *copyOut) copyFile(dirfd int, name, src string, f *ext4go.File, st *ext4go.Stat) error {
 	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err
 	}
-	out := os.NewFile(uintptr(fd), name)
-	defer out.Close()
-	f, err := co.fsys.Open(src)
+	if err := co.copyData(fd, f, st.Size); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	if err := co.setMeta(dirfd, name, fd, src, f, st, 0); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	return unix.Close(fd)
+}
+
+func (co *copyOut) copyData(fd int, f *ext4go.File, size int64) error {
+	ranges, err := f.DataRanges()
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	in := f.(*ext4go.File)
-	// Copy only the mapped, written ranges so holes stay holes.
-	ranges, err := in.DataRanges()
-	if err != nil {
-		return err
-	}
+	var written int64 // end of the data written
 	for _, r := range ranges {
 		for off := r.Off; off < r.Off+r.Len; {
 			n := min(int64(len(co.buf)), r.Off+r.Len-off)
-			m, err := in.ReadAt(co.buf[:n], off)
+			m, err := f.ReadAt(co.buf[:n], off)
 			if m > 0 {
-				if _, werr := out.WriteAt(co.buf[:m], off); werr != nil {
-					return werr
+				if err := pwriteFull(fd, co.buf[:m], off); err != nil {
+					return err
 				}
+				written = off + int64(m)
 			}
 			if err == io.EOF {
 				break
@@ -238,19 +280,43 @@ func (co *copyOut) copyFile(dirfd int, name, src string, st *ext4go.Stat) error 
 			off += int64(m)
 		}
 	}
-	if err := out.Truncate(st.Size); err != nil {
-		return err
+	if written < size {
+		return unix.Ftruncate(fd, size) // a hole at the end
 	}
-	return co.setMeta(dirfd, name, fd, src, st, 0)
+	return nil
+}
+
+func pwriteFull(fd int, p []byte, off int64) error {
+	for len(p) > 0 {
+		n, err := unix.Pwrite(fd, p, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrShortWrite
+		}
+		p, off = p[n:], off+int64(n)
+	}
+	return nil
 }
 
 // setMeta sets owner, mode, xattrs and times, in that order: chown clears
 // set-id bits and capabilities, and every change moves ctime but not mtime.
-// fd is an open descriptor of the entry, or -1 (symlinks, devices, fifos).
-func (co *copyOut) setMeta(dirfd int, name string, fd int, src string, st *ext4go.Stat, mode fs.FileMode) error {
+// fd is an open descriptor of the entry, or -1 (symlinks, devices, fifos),
+// when the calls go by name in dirfd.
+func (co *copyOut) setMeta(dirfd int, name string, fd int, src string, f *ext4go.File, st *ext4go.Stat, mode fs.FileMode) error {
 	isLink := mode&fs.ModeSymlink != 0
 	if !co.noOwner {
-		if err := unix.Fchownat(dirfd, name, int(st.UID), int(st.GID), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		var err error
+		if fd >= 0 {
+			err = unix.Fchown(fd, int(st.UID), int(st.GID))
+		} else {
+			err = unix.Fchownat(dirfd, name, int(st.UID), int(st.GID), unix.AT_SYMLINK_NOFOLLOW)
+		}
+		if err != nil {
 			co.warn("cannot set owner", err)
 		}
 	}
@@ -266,12 +332,12 @@ func (co *copyOut) setMeta(dirfd int, name string, fd int, src string, st *ext4g
 			return fmt.Errorf("chmod %s: %w", displayPath(src), err)
 		}
 	}
-	attrs, err := co.fsys.ListXattr(src)
+	attrs, err := f.ListXattr()
 	if err != nil {
 		return err
 	}
 	for _, a := range attrs {
-		v, err := co.fsys.GetXattr(src, a)
+		v, err := f.GetXattr(a)
 		if err != nil {
 			return err
 		}
@@ -286,12 +352,27 @@ func (co *copyOut) setMeta(dirfd int, name string, fd int, src string, st *ext4g
 		}
 	}
 	// Not UnixNano: ext4 times reach the year 2446, past int64 nanoseconds.
-	ts := []unix.Timespec{
+	ts := [2]unix.Timespec{
 		{Sec: st.Atime.Unix(), Nsec: int64(st.Atime.Nanosecond())},
 		{Sec: st.Mtime.Unix(), Nsec: int64(st.Mtime.Nanosecond())},
 	}
-	if err := unix.UtimesNanoAt(dirfd, name, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if fd >= 0 {
+		err = futimens(fd, &ts)
+	} else {
+		err = unix.UtimesNanoAt(dirfd, name, ts[:], unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if err != nil {
 		return fmt.Errorf("set times of %s: %w", displayPath(src), err)
+	}
+	return nil
+}
+
+// futimens sets the times of the open file fd: utimensat with a NULL path,
+// which x/sys/unix does not offer.
+func futimens(fd int, ts *[2]unix.Timespec) error {
+	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(ts)), 0, 0, 0)
+	if errno != 0 {
+		return errno
 	}
 	return nil
 }
