@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ext4go/ext4go/internal/dev"
 	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/mballoc"
 	"github.com/ext4go/ext4go/internal/mkfs"
@@ -87,7 +88,35 @@ type fillJob struct {
 	base int64
 	size int64 // the file's size
 	runs []run
+	// pieces, when set, is a gathered batch instead: data of several
+	// files (with their last blocks' zero padding) lying end to end on
+	// the device from byte at, written with one pwritev.
+	pieces [][]byte
+	at     int64
 }
+
+// gathered is the batch of in-memory file data being put together for
+// one write: small files are allocated one after another, so their data
+// usually lies end to end on the device, and one pwritev of many files
+// costs far less than a pwrite each.
+type gathered struct {
+	pieces   [][]byte
+	at, end  int64 // device bytes [at, end) the pieces cover
+	firstSrc string
+}
+
+const (
+	// gatherMax bounds a batch: large enough that syscalls are few,
+	// small enough that the workers get batches to write in parallel
+	// with the walk.
+	gatherMax = 4 << 20
+	// writebackEvery is how many bytes of file data are written between
+	// requests to start writeback (see dev.File.StartWriteback).
+	writebackEvery = 32 << 20
+)
+
+// zeroBlock pads the last block of a file; it is only read.
+var zeroBlock = make([]byte, 64<<10)
 
 // builder copies a source tree in. One goroutine (the caller's) makes the
 // entries and allocates blocks, in source order so the result is
@@ -107,6 +136,8 @@ type builder struct {
 	fillErr      atomic.Pointer[error] // the first worker error
 	done, total  atomic.Int64          // bytes of file data copied and queued
 	stopProgress chan struct{}
+	batch        gathered     // in-memory data not yet queued; the walk's
+	unflushed    atomic.Int64 // bytes written since writeback was last started
 }
 
 type pendingTimes struct {
@@ -362,20 +393,73 @@ func (b *builder) reserveHostFile(n *node, h *hostEntry) error {
 	return nil
 }
 
-// queue hands a job to the fill workers.
+// queue hands a job to the fill workers; data already in memory joins the
+// batch being gathered.
 func (b *builder) queue(j fillJob) {
+	if j.data != nil && b.gather(j) {
+		return
+	}
 	var total int64
 	for _, r := range j.runs {
 		total += int64(r.length) * b.f.blockSize
 	}
+	b.send(j, total)
+}
+
+func (b *builder) send(j fillJob, total int64) {
 	b.total.Add(total)
 	b.pending.Add(1)
 	b.jobs <- j
 }
 
+// gather adds the in-memory data of j to the batch, sending the batch on
+// when j's data does not continue it. It reports false, leaving the job to
+// fill, if the data does not cover the runs (fill reports that).
+func (b *builder) gather(j fillJob) bool {
+	bs := b.f.blockSize
+	for _, r := range j.runs {
+		off := int64(r.logical) * bs
+		end := min(off+int64(r.length)*bs, j.size)
+		if off < j.base || end-j.base > int64(len(j.data)) {
+			return false
+		}
+	}
+	for _, r := range j.runs {
+		off := int64(r.logical) * bs
+		end := min(off+int64(r.length)*bs, j.size)
+		phys := int64(r.physical) * bs
+		piece := j.data[off-j.base : end-j.base]
+		var pad []byte
+		if end == j.size && j.size%bs != 0 {
+			pad = zeroBlock[:bs-j.size%bs]
+		}
+		g := &b.batch
+		if phys != g.end || len(g.pieces)+2 > dev.MaxIovecs || g.end-g.at+int64(len(piece)) > gatherMax {
+			b.flushBatch()
+			g.at, g.end, g.firstSrc = phys, phys, j.src
+		}
+		g.pieces = append(g.pieces, piece)
+		if pad != nil {
+			g.pieces = append(g.pieces, pad)
+		}
+		g.end += int64(len(piece) + len(pad))
+	}
+	return true
+}
+
+// flushBatch sends the gathered batch to the workers.
+func (b *builder) flushBatch() {
+	g := &b.batch
+	if len(g.pieces) > 0 {
+		b.send(fillJob{src: g.firstSrc, pieces: g.pieces, at: g.at}, g.end-g.at)
+	}
+	*g = gathered{}
+}
+
 // drainFill waits until every queued job is done: before blocks that a
 // queued job writes can be freed (a tar entry replacing an earlier file).
 func (b *builder) drainFill() error {
+	b.flushBatch()
 	b.pending.Wait()
 	return b.fillFailed()
 }
@@ -453,10 +537,10 @@ func (b *builder) startFill() {
 		b.fillWG.Add(1)
 		go func() {
 			defer b.fillWG.Done()
-			buf := make([]byte, 256<<10)
+			buf := make([]byte, 1<<20)
 			for j := range b.jobs {
 				if b.fillErr.Load() == nil {
-					if err := b.f.fill(j, buf, &b.done); err != nil {
+					if err := b.f.fill(j, buf, &b.done, &b.unflushed); err != nil {
 						err = fmt.Errorf("%s: %w", j.src, err)
 						b.fillErr.CompareAndSwap(nil, &err)
 					}
@@ -492,6 +576,7 @@ func (b *builder) fillFailed() error {
 
 // stopFill waits for the queued copies and returns the first error.
 func (b *builder) stopFill() error {
+	b.flushBatch()
 	close(b.jobs)
 	b.fillWG.Wait()
 	close(b.stopProgress)
@@ -517,8 +602,47 @@ func (b *builder) setTimes() error {
 	return nil
 }
 
-// fill copies a file's data into its reserved blocks.
-func (f *FS) fill(j fillJob, buf []byte, done *atomic.Int64) error {
+// writebackStarter is a device that can start writing back what was
+// written to it without waiting (dev.File).
+type writebackStarter interface{ StartWriteback() error }
+
+// vectorWriter is a device that writes many pieces in one call (dev.File).
+type vectorWriter interface {
+	WriteVAt(pieces [][]byte, off int64) (int, error)
+}
+
+// fill copies a file's data into its reserved blocks, or writes a gathered
+// batch. Every writebackEvery bytes written in all (unflushed counts them)
+// it starts the device's writeback.
+func (f *FS) fill(j fillJob, buf []byte, done, unflushed *atomic.Int64) error {
+	before := done.Load()
+	err := f.fillData(j, buf, done)
+	if unflushed.Add(done.Load()-before) >= writebackEvery {
+		unflushed.Store(0)
+		if w, ok := f.dev.(writebackStarter); ok {
+			w.StartWriteback() // only a hint: fsync at Close writes what is left
+		}
+	}
+	return err
+}
+
+func (f *FS) fillData(j fillJob, buf []byte, done *atomic.Int64) error {
+	if j.pieces != nil {
+		var n int
+		var err error
+		if w, ok := f.dev.(vectorWriter); ok {
+			n, err = w.WriteVAt(j.pieces, j.at)
+		} else {
+			for _, p := range j.pieces {
+				if _, err = f.dev.WriteAt(p, j.at+int64(n)); err != nil {
+					break
+				}
+				n += len(p)
+			}
+		}
+		done.Add(int64(n))
+		return err
+	}
 	var src io.ReaderAt
 	if j.data != nil {
 		src = bytesReaderAt{j.data, j.base}
