@@ -19,6 +19,7 @@ import (
 	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/mballoc"
 	"github.com/ext4go/ext4go/internal/mkfs"
+	"github.com/ext4go/ext4go/internal/super"
 )
 
 // MkfsOptions are the options of Mkfs, those of mke2fs (see the fields).
@@ -163,7 +164,7 @@ func (f *FS) AddDir(dst, src string, o *BuildOptions) error {
 	}
 	b.scan = newHostScan()
 	b.startFill()
-	err = b.walkDir(parent, dst, src)
+	err = b.walkDir(parent, dst, src, false)
 	if ferr := b.stopFill(); err == nil {
 		err = ferr
 	}
@@ -203,17 +204,18 @@ func (f *FS) newBuilder(dst string, o *BuildOptions) (*builder, *node, error) {
 }
 
 // walkDir copies the entries of host directory dir into parent, which is
-// the image's directory at ipath.
-func (b *builder) walkDir(parent *node, ipath, dir string) error {
+// the image's directory at ipath; made reports that this build made parent
+// (so it holds only names from dir).
+func (b *builder) walkDir(parent *node, ipath, dir string, made bool) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
+	defer d.Close() // after ds.stop: the scan reads the entries through d
 	// A directory inside itself (a bind mount of an ancestor) would be
 	// copied without end.
 	var st unix.Stat_t
 	if err := unix.Fstat(int(d.Fd()), &st); err != nil {
-		d.Close()
 		return fmt.Errorf("%s: %w", dir, err)
 	}
 	key := [2]uint64{uint64(st.Dev), st.Ino}
@@ -221,25 +223,23 @@ func (b *builder) walkDir(parent *node, ipath, dir string) error {
 		b.above = map[[2]uint64]bool{}
 	}
 	if b.above[key] {
-		d.Close()
 		return fmt.Errorf("%s: the directory contains itself (a loop, e.g. a bind mount of an ancestor)", dir)
 	}
 	b.above[key] = true
 	defer delete(b.above, key)
-	names, err := d.Readdirnames(-1)
-	d.Close()
+	ents, err := d.ReadDir(-1)
 	if err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
 	}
-	sort.Strings(names)
-	ds := b.scan.start(dir, names)
+	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+	ds := b.scan.start(dir, int(d.Fd()), ents)
 	defer ds.stop()
-	for range names {
+	for range ents {
 		if err := b.fillFailed(); err != nil {
 			return err
 		}
 		e := ds.next()
-		if err := b.addHostEntry(parent, imageJoin(ipath, e.name), e); err != nil {
+		if err := b.addHostEntry(parent, imageJoin(ipath, e.name), e, made); err != nil {
 			return err
 		}
 	}
@@ -253,13 +253,17 @@ func imageJoin(dir, name string) string {
 	return dir + "/" + name
 }
 
-func (b *builder) addHostEntry(parent *node, ipath string, h *hostEntry) error {
+func (b *builder) addHostEntry(parent *node, ipath string, h *hostEntry, parentMade bool) error {
 	p, name, st := h.path, h.name, &h.st
 	if h.err != nil {
 		return fmt.Errorf("%s: %w", p, h.err)
 	}
 	uid, gid := b.o.owner(st.Uid, st.Gid)
 	e := newEntry{mode: uint16(st.Mode), uid: uid, gid: gid}
+	// A directory this build made holds only the distinct names of its
+	// host directory, so far: name cannot be there yet, unless whiteouts
+	// rename entries or casefolding makes distinct names equal.
+	e.absent = parentMade && !b.o.Whiteouts && !b.f.sb.HasIncompat(super.IncompatCasefold)
 	atime := time.Unix(st.Atim.Sec, st.Atim.Nsec)
 	mtime := time.Unix(st.Mtim.Sec, st.Mtim.Nsec)
 	kind := st.Mode & unix.S_IFMT
@@ -294,11 +298,23 @@ func (b *builder) addHostEntry(parent *node, ipath string, h *hostEntry) error {
 	}
 	switch kind {
 	case unix.S_IFREG:
-		if err := b.reserveHostFile(n, h); err != nil {
+		if st.Size == 0 {
+			break
+		}
+		var finish func(*inode.Inode)
+		if st.Nlink <= 1 {
+			// Nothing changes the inode after its data: its times go
+			// in with its size.
+			finish = func(in *inode.Inode) { b.f.stampBuildTimes(in, atime, mtime, b.o.Time, b.o.ClampTimes) }
+		}
+		if err := b.reserveHostFile(n, h, finish); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
+		if finish != nil {
+			return nil
+		}
 	case unix.S_IFDIR:
-		if err := b.walkDir(n, ipath, p); err != nil {
+		if err := b.walkDir(n, ipath, p, true); err != nil {
 			return err
 		}
 	}
@@ -377,14 +393,12 @@ func splitNul(b []byte) []string {
 }
 
 // reserveHostFile allocates the blocks of a host file's data ranges and
-// queues the copy.
-func (b *builder) reserveHostFile(n *node, h *hostEntry) error {
+// queues the copy. finish, if set, changes the inode in the same write as
+// the size (the times of a file nothing else changes after).
+func (b *builder) reserveHostFile(n *node, h *hostEntry, finish func(*inode.Inode)) error {
 	size := h.st.Size
-	if size == 0 {
-		return nil
-	}
 	n.mu.Lock()
-	runs, err := b.f.reserve(n, size, h.ranges)
+	runs, err := b.f.reserve(n, size, h.ranges, finish)
 	n.mu.Unlock()
 	if err != nil {
 		return err
@@ -468,7 +482,7 @@ func (b *builder) drainFill() error {
 // sets n's size; the caller writes the data into the returned runs before
 // Close. Allocation happens here, in the caller's order, which keeps
 // builds reproducible while the copying runs in parallel. n.mu is held.
-func (f *FS) reserve(n *node, size int64, ranges []Range) ([]run, error) {
+func (f *FS) reserve(n *node, size int64, ranges []Range, finish func(*inode.Inode)) ([]run, error) {
 	if err := f.checkDataWritable(n); err != nil {
 		return nil, err
 	}
@@ -486,14 +500,31 @@ func (f *FS) reserve(n *node, size int64, ranges []Range) ([]run, error) {
 		}
 		spans = append(spans, s)
 	}
-	for _, s := range spans {
+	finished := false
+	for i, s := range spans {
 		for lblk := s.from; lblk < s.to; {
-			got, err := f.reserveChunk(n, size, lblk, s.to)
+			var last func(*inode.Inode)
+			if i == len(spans)-1 {
+				// The size (and finish) go into the handle that maps
+				// the last blocks, if this chunk turns out to be it:
+				// one inode write fewer per file.
+				last = func(in *inode.Inode) {
+					in.Size = uint64(size)
+					if finish != nil {
+						finish(in)
+					}
+					finished = true
+				}
+			}
+			got, err := f.reserveChunk(n, size, lblk, s.to, last)
 			if err != nil {
 				return nil, err
 			}
 			lblk += got
 		}
+	}
+	if finished {
+		return f.mapping(n)
 	}
 	h, err := f.begin()
 	if err != nil {
@@ -501,6 +532,9 @@ func (f *FS) reserve(n *node, size int64, ranges []Range) ([]run, error) {
 	}
 	in := editInode(n)
 	in.Size = uint64(size)
+	if finish != nil {
+		finish(in)
+	}
 	err = f.setInode(h, n, in)
 	if e := h.End(); err == nil {
 		err = e
@@ -511,7 +545,10 @@ func (f *FS) reserve(n *node, size int64, ranges []Range) ([]run, error) {
 	return f.mapping(n)
 }
 
-func (f *FS) reserveChunk(n *node, size int64, lblk, end uint64) (uint64, error) {
+// reserveChunk maps blocks from lblk towards end, as many as one
+// allocation gives; if they reach end, last (when set) changes the inode
+// before it is written.
+func (f *FS) reserveChunk(n *node, size int64, lblk, end uint64, last func(*inode.Inode)) (uint64, error) {
 	h, err := f.begin()
 	if err != nil {
 		return 0, err
@@ -525,6 +562,9 @@ func (f *FS) reserveChunk(n *node, size int64, lblk, end uint64) (uint64, error)
 	ext, err := f.mapNew(h, in, s, ed, req, false, nil)
 	if err != nil {
 		return 0, err
+	}
+	if last != nil && lblk+uint64(ext.Len) >= end {
+		last(in)
 	}
 	return uint64(ext.Len), f.setInode(h, n, in)
 }
@@ -698,6 +738,20 @@ func (f *FS) fillData(j fillJob, buf []byte, done *atomic.Int64) error {
 // setBuildTimes gives a built inode its source's times; ctime and crtime
 // are ctime (or now).
 func (f *FS) setBuildTimes(n *node, atime, mtime, ctime time.Time, clamp bool) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	in := editInode(n)
+	f.stampBuildTimes(in, atime, mtime, ctime, clamp)
+	return f.setInode(h, n, in)
+}
+
+// stampBuildTimes sets in's times as setBuildTimes describes.
+func (f *FS) stampBuildTimes(in *inode.Inode, atime, mtime, ctime time.Time, clamp bool) {
 	if ctime.IsZero() {
 		ctime = f.now()
 	} else if clamp {
@@ -709,19 +763,10 @@ func (f *FS) setBuildTimes(n *node, atime, mtime, ctime time.Time, clamp bool) e
 			mtime = ctime
 		}
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	h, err := f.begin()
-	if err != nil {
-		return err
-	}
-	defer h.End()
-	in := editInode(n)
 	in.Atime = inode.FromTime(atime)
 	in.Mtime = inode.FromTime(mtime)
 	in.Ctime = inode.FromTime(ctime)
 	in.Crtime = in.Ctime
-	return f.setInode(h, n, in)
 }
 
 // Estimate is what a source tree needs in a filesystem of a given block

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,6 +31,7 @@ const (
 // hostEntry is what the builder needs of one source entry.
 type hostEntry struct {
 	name, path string
+	typ        fs.FileMode // the type the directory gave (d_type)
 	st         unix.Stat_t
 	target     string      // symlinks
 	xattrs     []hostXattr // sorted by name
@@ -59,23 +62,30 @@ type dirScan struct {
 	toLoad, toTake []*hostEntry
 	window         chan struct{}
 	done           chan struct{}
+	fed            chan struct{} // closed when no more loads will start
+	loading        sync.WaitGroup
 	i              int
 }
 
-// start begins reading the entries names (in that order) of host directory
-// dir. The caller takes them with next and must call stop.
-func (s *hostScan) start(dir string, names []string) *dirScan {
+// start begins reading the entries ents (in that order) of host directory
+// dir, open as dirfd: entries are stat'ed and opened relative to it, not
+// by a path walked from the root each time. The caller takes them with
+// next and must call stop before closing dirfd.
+func (s *hostScan) start(dir string, dirfd int, ents []fs.DirEntry) *dirScan {
 	d := &dirScan{
-		toLoad: make([]*hostEntry, len(names)),
-		toTake: make([]*hostEntry, len(names)),
+		toLoad: make([]*hostEntry, len(ents)),
+		toTake: make([]*hostEntry, len(ents)),
 		window: make(chan struct{}, scanWindow),
 		done:   make(chan struct{}),
+		fed:    make(chan struct{}),
 	}
-	for i, n := range names {
-		d.toLoad[i] = &hostEntry{name: n, path: filepath.Join(dir, n), ready: make(chan struct{})}
+	for i, de := range ents {
+		n := de.Name()
+		d.toLoad[i] = &hostEntry{name: n, path: filepath.Join(dir, n), typ: de.Type(), ready: make(chan struct{})}
 		d.toTake[i] = d.toLoad[i]
 	}
 	go func() {
+		defer close(d.fed)
 		for i, e := range d.toLoad {
 			d.toLoad[i] = nil
 			select {
@@ -88,9 +98,11 @@ func (s *hostScan) start(dir string, names []string) *dirScan {
 			case <-d.done:
 				return
 			}
+			d.loading.Add(1)
 			go func() {
+				defer d.loading.Done()
 				defer func() { <-s.sem }()
-				e.load()
+				e.load(dirfd)
 				close(e.ready)
 			}()
 		}
@@ -108,12 +120,22 @@ func (d *dirScan) next() *hostEntry {
 	return e
 }
 
-// stop ends the read-ahead; entries being read finish on their own.
-func (d *dirScan) stop() { close(d.done) }
+// stop ends the read-ahead and waits for the entries being read, which
+// use the directory's descriptor.
+func (d *dirScan) stop() {
+	close(d.done)
+	<-d.fed
+	d.loading.Wait()
+}
 
-// load reads everything the builder will ask of the entry.
-func (e *hostEntry) load() {
-	if err := unix.Lstat(e.path, &e.st); err != nil {
+// load reads everything the builder will ask of the entry, in the
+// directory dirfd. A regular file (as the directory says) is opened
+// first and everything read through its descriptor: one name lookup.
+func (e *hostEntry) load(dirfd int) {
+	if e.typ.IsRegular() && e.loadRegular(dirfd) {
+		return
+	}
+	if err := unix.Fstatat(dirfd, e.name, &e.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		e.err = err
 		return
 	}
@@ -128,6 +150,29 @@ func (e *hostEntry) load() {
 	}
 }
 
+// loadRegular loads a regular file through one descriptor. It reports
+// false, leaving the entry to load's by-name path, when the name cannot
+// be opened as a regular file (it changed since the directory was read,
+// or it cannot be read: the by-name path reports that as before).
+func (e *hostEntry) loadRegular(dirfd int) bool {
+	// O_NONBLOCK: should the name be a FIFO by now, opening must not wait.
+	fd, err := unix.Openat(dirfd, e.name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	if err := unix.Fstat(fd, &e.st); err != nil || e.st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false
+	}
+	e.xattrs = readXattrs(
+		func(buf []byte) (int, error) { return unix.Flistxattr(fd, buf) },
+		func(name string, buf []byte) (int, error) { return unix.Fgetxattr(fd, name, buf) })
+	if e.st.Size > 0 {
+		e.err = e.readData(fd)
+	}
+	return true
+}
+
 // loadData finds a regular file's data ranges and, for a small file, reads
 // its data.
 func (e *hostEntry) loadData() error {
@@ -136,6 +181,12 @@ func (e *hostEntry) loadData() error {
 		return err
 	}
 	defer unix.Close(fd)
+	return e.readData(fd)
+}
+
+// readData finds the data ranges of the regular file open as fd and, for
+// a small file, reads its data.
+func (e *hostEntry) readData(fd int) error {
 	size := e.st.Size
 	e.ranges = dataRanges(fd, size)
 	if size > smallFile || len(e.ranges) == 0 {
@@ -188,12 +239,20 @@ func dataRanges(fd int, size int64) []Range {
 // readHostXattrs returns the extended attributes of host file p, sorted by
 // name; a host that cannot list or read them gives none (as mke2fs -d).
 func readHostXattrs(p string) []hostXattr {
-	size, err := unix.Llistxattr(p, nil)
+	return readXattrs(
+		func(buf []byte) (int, error) { return unix.Llistxattr(p, buf) },
+		func(name string, buf []byte) (int, error) { return unix.Lgetxattr(p, name, buf) })
+}
+
+// readXattrs reads extended attributes with the list and get calls given
+// (by path or by descriptor).
+func readXattrs(list func([]byte) (int, error), get func(string, []byte) (int, error)) []hostXattr {
+	size, err := list(nil)
 	if err != nil || size == 0 {
 		return nil
 	}
 	buf := make([]byte, size)
-	size, err = unix.Llistxattr(p, buf)
+	size, err = list(buf)
 	if err != nil {
 		return nil
 	}
@@ -201,12 +260,12 @@ func readHostXattrs(p string) []hostXattr {
 	sort.Strings(names)
 	var out []hostXattr
 	for _, nm := range names {
-		vs, err := unix.Lgetxattr(p, nm, nil)
+		vs, err := get(nm, nil)
 		if err != nil {
 			continue
 		}
 		v := make([]byte, vs)
-		vs, err = unix.Lgetxattr(p, nm, v)
+		vs, err = get(nm, v)
 		if err != nil {
 			continue
 		}

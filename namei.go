@@ -243,6 +243,9 @@ type newEntry struct {
 	// put) leaves both off: it sets the source's own xattrs.
 	inheritACL bool
 	umask      uint16
+	// absent tells that the caller knows name is not in the directory (a
+	// build filling a directory it made): create skips looking it up.
+	absent bool
 }
 
 // create makes a new inode called name in parent (whose mu is held) and
@@ -251,10 +254,12 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 	if err := f.checkDirWritable(parent); err != nil {
 		return nil, err
 	}
-	if _, err := f.lookup(parent, name); err == nil {
-		return nil, fs.ErrExist
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
+	if !e.absent {
+		if _, err := f.lookup(parent, name); err == nil {
+			return nil, fs.ErrExist
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
 	}
 	isDir := e.mode&0xF000 == 0x4000
 	if isDir && parent.in().LinksCount >= linkMax && !(f.sb.HasROCompat(super.ROCompatDirNlink) && parent.in().HasFlag(inode.FlagIndex)) {
@@ -318,7 +323,7 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 	pin := editInode(parent)
 	ds := f.newDirStore(h, parent, pin, pu)
 	ed := f.dirEditor(ds)
-	ed.NameChecked = true // looked up above, under parent.mu
+	ed.NameChecked = true // looked up above (or known absent), under parent.mu
 	if err := ed.Add(dir.Entry{Inode: child.ino, Name: []byte(name), FileType: f.fileType(e.mode)}); err != nil {
 		return undo(err)
 	}
