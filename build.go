@@ -96,21 +96,25 @@ type fillJob struct {
 	at     int64
 }
 
-// gathered is the batch of in-memory file data being put together for
-// one write: small files are allocated one after another, so their data
+// gathered is a batch of in-memory file data being put together for one
+// write: small files are allocated one after another, so their data
 // usually lies end to end on the device, and one pwritev of many files
-// costs far less than a pwrite each.
+// costs far less than a pwrite each. The allocator spreads small files
+// over a few regions (a locality group each), so gatherStreams batches
+// are open at once, each continuing in its region.
 type gathered struct {
 	pieces   [][]byte
 	at, end  int64 // device bytes [at, end) the pieces cover
 	firstSrc string
+	used     uint64 // when last added to, for replacing the oldest
 }
 
 const (
 	// gatherMax bounds a batch: large enough that syscalls are few,
 	// small enough that the workers get batches to write in parallel
 	// with the walk.
-	gatherMax = 4 << 20
+	gatherMax     = 4 << 20
+	gatherStreams = 8
 	// writebackEvery is how many bytes of file data are written between
 	// requests to start writeback (see dev.File.StartWriteback).
 	writebackEvery = 32 << 20
@@ -137,7 +141,8 @@ type builder struct {
 	fillErr      atomic.Pointer[error] // the first worker error
 	done, total  atomic.Int64          // bytes of file data copied and queued
 	stopProgress chan struct{}
-	batch        gathered     // in-memory data not yet queued; the walk's
+	batches      [gatherStreams]gathered // in-memory data not yet queued; the walk's
+	gatherClock  uint64
 	unflushed    atomic.Int64 // bytes written since writeback was last started
 }
 
@@ -447,11 +452,15 @@ func (b *builder) gather(j fillJob) bool {
 		if end == j.size && j.size%bs != 0 {
 			pad = zeroBlock[:bs-j.size%bs]
 		}
-		g := &b.batch
-		if phys != g.end || len(g.pieces)+2 > dev.MaxIovecs || g.end-g.at+int64(len(piece)) > gatherMax {
-			b.flushBatch()
+		g := b.batchAt(phys)
+		if len(g.pieces)+2 > dev.MaxIovecs || g.end-g.at+int64(len(piece)) > gatherMax {
+			b.flush(g)
+		}
+		if len(g.pieces) == 0 {
 			g.at, g.end, g.firstSrc = phys, phys, j.src
 		}
+		b.gatherClock++
+		g.used = b.gatherClock
 		g.pieces = append(g.pieces, piece)
 		if pad != nil {
 			g.pieces = append(g.pieces, pad)
@@ -461,13 +470,36 @@ func (b *builder) gather(j fillJob) bool {
 	return true
 }
 
-// flushBatch sends the gathered batch to the workers.
-func (b *builder) flushBatch() {
-	g := &b.batch
+// batchAt returns the batch that data at device byte phys continues, or
+// an empty one (sending the oldest batch on to make room).
+func (b *builder) batchAt(phys int64) *gathered {
+	var oldest *gathered
+	for i := range b.batches {
+		g := &b.batches[i]
+		if len(g.pieces) > 0 && g.end == phys {
+			return g
+		}
+		if oldest == nil || g.used < oldest.used {
+			oldest = g
+		}
+	}
+	b.flush(oldest)
+	return oldest
+}
+
+// flush sends batch g to the workers and empties it.
+func (b *builder) flush(g *gathered) {
 	if len(g.pieces) > 0 {
 		b.send(fillJob{src: g.firstSrc, pieces: g.pieces, at: g.at}, g.end-g.at)
 	}
 	*g = gathered{}
+}
+
+// flushBatch sends every gathered batch to the workers.
+func (b *builder) flushBatch() {
+	for i := range b.batches {
+		b.flush(&b.batches[i])
+	}
 }
 
 // drainFill waits until every queued job is done: before blocks that a
