@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -168,6 +167,10 @@ func (f *FS) AddDir(dst, src string, o *BuildOptions) error {
 		return fmt.Errorf("%s: not a directory", src)
 	}
 	b.scan = newHostScan()
+	stopWarm := make(chan struct{})
+	waitWarm := warmTree(src, stopWarm)
+	defer waitWarm()
+	defer close(stopWarm)
 	b.startFill()
 	err = b.walkDir(parent, dst, src, false)
 	if ferr := b.stopFill(); err == nil {
@@ -236,7 +239,7 @@ func (b *builder) walkDir(parent *node, ipath, dir string, made bool) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
 	}
-	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+	sortEntriesByName(ents)
 	ds := b.scan.start(dir, int(d.Fd()), ents)
 	defer ds.stop()
 	for range ents {

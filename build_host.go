@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -148,6 +149,10 @@ func (e *hostEntry) load(dirfd int) {
 			e.err = e.loadData()
 		}
 	}
+}
+
+func sortEntriesByName(ents []fs.DirEntry) {
+	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
 }
 
 // loadRegular loads a regular file through one descriptor. It reports
@@ -300,4 +305,151 @@ func hostDataRanges(p string, size int64) ([]Range, error) {
 	}
 	defer unix.Close(fd)
 	return dataRanges(fd, size), nil
+}
+
+// warmParallel is how many goroutines warmTree reads with.
+const warmParallel = 32
+
+// warmTree reads ahead, on a cold cache, what AddDir will read of the host
+// tree src: the scan reads ahead only within the directory being copied,
+// and most directories are small, so it seldom has many reads in flight.
+// warmTree walks the whole tree out of order from warmParallel goroutines,
+// reading every directory and opening every regular file (which reads its
+// inode) to ask the kernel to read it in (POSIX_FADV_WILLNEED), so the
+// disk has many requests at once and the build then finds it all cached.
+// On a warm cache that would cost a tenth of the build: it probes the
+// first files it opens (a read that must not wait for the disk,
+// RWF_NOWAIT) and stops if they are all cached. Closing stop ends it
+// early; the returned wait returns once its goroutines have ended.
+func warmTree(src string, stop <-chan struct{}) (wait func()) {
+	w := &warmer{dirs: []string{src}, stop: stop}
+	w.cond = sync.NewCond(&w.mu)
+	var wg sync.WaitGroup
+	for range warmParallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				dir, ok := w.next()
+				if !ok {
+					return
+				}
+				w.warmDir(dir)
+				w.done()
+			}
+		}()
+	}
+	return wg.Wait
+}
+
+// warmer is warmTree's queue of directories to read.
+type warmer struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	dirs   []string // to read
+	active int      // being read (they may add more)
+	stop   <-chan struct{}
+	// probed counts files found cached, uncached whether any was not;
+	// warm is set once warmProbes were cached and none was not.
+	probed   atomic.Int32
+	uncached atomic.Bool
+	warm     atomic.Bool
+}
+
+// warmProbes cached files, and none uncached, make warmTree stop.
+const warmProbes = 64
+
+// next takes a directory to read; false when there is none left, or when
+// stopped.
+func (w *warmer) next() (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.dirs) == 0 && w.active > 0 && !w.stopped() {
+		w.cond.Wait()
+	}
+	if len(w.dirs) == 0 || w.stopped() {
+		w.cond.Broadcast() // the others end too
+		return "", false
+	}
+	dir := w.dirs[len(w.dirs)-1]
+	w.dirs = w.dirs[:len(w.dirs)-1]
+	w.active++
+	return dir, true
+}
+
+func (w *warmer) done() {
+	w.mu.Lock()
+	w.active--
+	w.mu.Unlock()
+	w.cond.Broadcast()
+}
+
+func (w *warmer) stopped() bool {
+	if w.warm.Load() {
+		return true
+	}
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// cached reports whether the start of the open file fd is in the page
+// cache, while the first files are being probed (afterwards: false).
+func (w *warmer) cached(fd int) bool {
+	if w.uncached.Load() || w.probed.Load() >= warmProbes {
+		return false
+	}
+	var one [1]byte
+	n, err := unix.Preadv2(fd, [][]byte{one[:]}, 0, unix.RWF_NOWAIT)
+	switch {
+	case err != nil: // EAGAIN: not cached (or no RWF_NOWAIT: warm anyway)
+		w.uncached.Store(true)
+		return false
+	case n == 0:
+		return true // empty: nothing to read in
+	}
+	if w.probed.Add(1) >= warmProbes && !w.uncached.Load() {
+		w.warm.Store(true)
+		w.cond.Broadcast()
+	}
+	return true
+}
+
+func (w *warmer) warmDir(dir string) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return // the build reports it
+	}
+	defer d.Close()
+	ents, err := d.ReadDir(-1)
+	if err != nil {
+		return
+	}
+	var sub []string
+	for _, e := range ents {
+		if w.stopped() {
+			return
+		}
+		switch {
+		case e.IsDir():
+			sub = append(sub, filepath.Join(dir, e.Name()))
+		case e.Type().IsRegular():
+			fd, err := unix.Openat(int(d.Fd()), e.Name(), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+			if err == nil {
+				if !w.cached(fd) {
+					unix.Fadvise(fd, 0, 0, unix.FADV_WILLNEED)
+				}
+				unix.Close(fd)
+			}
+		}
+	}
+	if len(sub) > 0 {
+		w.mu.Lock()
+		w.dirs = append(w.dirs, sub...)
+		w.mu.Unlock()
+		w.cond.Broadcast()
+	}
 }
