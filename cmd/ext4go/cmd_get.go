@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
@@ -125,8 +126,7 @@ func runGet(e *env, args []string) error {
 	co := &copyOut{fsys: fsys, stderr: e.stderr, noOwner: o.has("n"), quiet: o.has("q"),
 		links: map[uint32]string{}, warned: map[string]bool{}, isRoot: os.Geteuid() == 0,
 		buf: make([]byte, 1<<20), destLabel: dest, overwrite: o.has("f")}
-	co.umask = uint32(unix.Umask(0))
-	unix.Umask(int(co.umask))
+	co.umask = processUmask()
 	co.uid, co.gid = uint32(os.Geteuid()), uint32(os.Getegid())
 	co.startWriter()
 	defer co.stopWriter()
@@ -137,6 +137,24 @@ func runGet(e *env, args []string) error {
 		return fmt.Errorf("%d entries could not be copied", co.errs)
 	}
 	return nil
+}
+
+// processUmask returns the umask, as /proc/self/status shows it: setting
+// it to read it (umask(2) has no other way) would change it for a moment
+// for every goroutine of the process.
+func processUmask() uint32 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+				if m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+					return uint32(m)
+				}
+			}
+		}
+	}
+	m := unix.Umask(0) // an old kernel: the brief change it is
+	unix.Umask(m)
+	return uint32(m)
 }
 
 // openTop opens the image's path src without following a final symbolic
