@@ -67,6 +67,18 @@ func (s *dirStore) ReadBlock(lblk uint32) ([]byte, error) {
 	return s.f.readBlock(p, "directory block")
 }
 
+// ViewBlock shows block lblk without copying it (dir.Viewer).
+func (s *dirStore) ViewBlock(lblk uint32, fn func(b []byte) error) error {
+	p, err := s.physical(lblk)
+	if err != nil {
+		return err
+	}
+	if p == 0 {
+		return fn(nil)
+	}
+	return s.f.viewDirBlock(p, fn)
+}
+
 func (s *dirStore) WriteBlock(lblk uint32, b []byte) error {
 	p, err := s.physical(lblk)
 	if err != nil {

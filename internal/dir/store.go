@@ -23,6 +23,14 @@ type Store interface {
 	AppendBlock() (lblk uint32, err error)
 }
 
+// Viewer is a Store that can also show a block without copying it: fn gets
+// block lblk's current content (nil for a hole) and must neither keep nor
+// change it. The editor reads through it where it only looks (scanning a
+// linear directory for room), and copies with ReadBlock what it changes.
+type Viewer interface {
+	ViewBlock(lblk uint32, fn func(b []byte) error) error
+}
+
 // MemStore is an in-memory Store: Blocks[i] is logical block i, nil a hole.
 // It is meant for tests and for building directories in memory.
 type MemStore struct {
