@@ -79,6 +79,39 @@ func (s *dirStore) ViewBlock(lblk uint32, fn func(b []byte) error) error {
 	return s.f.viewDirBlock(p, fn)
 }
 
+// ModifyBlock changes block lblk in place (dir.Modifier), recorded as
+// WriteBlock records a change. A block appended in this change has no
+// content to change yet: it goes through ReadBlock and WriteBlock.
+func (s *dirStore) ModifyBlock(lblk uint32, fn func(b []byte) error) error {
+	if s.fresh[lblk] {
+		b, err := s.ReadBlock(lblk)
+		if err == nil && b == nil {
+			err = &CorruptError{What: "directory block", Block: int64(lblk), Ino: s.n.ino, Detail: "directory hole"}
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(b); err != nil {
+			return err
+		}
+		return s.WriteBlock(lblk, b)
+	}
+	p, err := s.physical(lblk)
+	if err != nil {
+		return err
+	}
+	if p == 0 {
+		return &CorruptError{What: "directory block", Block: int64(lblk), Ino: s.n.ino, Detail: "directory hole"}
+	}
+	if p >= s.f.sb.BlocksCount() {
+		return &CorruptError{What: "directory block", Block: int64(p), Detail: fmt.Sprintf("block number outside the filesystem (%d blocks)", s.f.sb.BlocksCount())}
+	}
+	if s.es.undo != nil {
+		return s.es.undo.modify(p, fn)
+	}
+	return s.h.Modify(p, fn)
+}
+
 func (s *dirStore) WriteBlock(lblk uint32, b []byte) error {
 	p, err := s.physical(lblk)
 	if err != nil {

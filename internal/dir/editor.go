@@ -185,6 +185,28 @@ func (e *Editor) linearAdd(ent Entry) error {
 
 // insertInto adds ent to leaf lblk, which is known to have room.
 func (e *Editor) insertInto(lblk uint32, ent Entry) error {
+	if m, ok := e.Store.(Modifier); ok {
+		if lblk >= e.NBlocks {
+			return &fserr.CorruptError{What: "directory block", Block: int64(lblk), Ino: e.Ino,
+				Detail: fmt.Sprintf("block %d is past the directory's %d blocks", lblk, e.NBlocks)}
+		}
+		inserted := false
+		err := m.ModifyBlock(lblk, func(b []byte) error {
+			ok, err := Insert(b, e.Format, ent, e.CsumSeed)
+			if err != nil {
+				return fserr.At(err, int64(lblk), e.Ino)
+			}
+			inserted = ok
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if !inserted {
+			return fmt.Errorf("dir: block %d of inode %d has no room after all", lblk, e.Ino)
+		}
+		return nil
+	}
 	b, err := e.Dir().block(lblk, "directory block", true)
 	if err != nil {
 		return err
