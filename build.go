@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -15,9 +14,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ext4go/ext4go/internal/dev"
 	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/mballoc"
 	"github.com/ext4go/ext4go/internal/mkfs"
+	"github.com/ext4go/ext4go/internal/super"
 )
 
 // MkfsOptions are the options of Mkfs, those of mke2fs (see the fields).
@@ -87,7 +88,39 @@ type fillJob struct {
 	base int64
 	size int64 // the file's size
 	runs []run
+	// pieces, when set, is a gathered batch instead: data of several
+	// files (with their last blocks' zero padding) lying end to end on
+	// the device from byte at, written with one pwritev.
+	pieces [][]byte
+	at     int64
 }
+
+// gathered is a batch of in-memory file data being put together for one
+// write: small files are allocated one after another, so their data
+// usually lies end to end on the device, and one pwritev of many files
+// costs far less than a pwrite each. The allocator spreads small files
+// over a few regions (a locality group each), so gatherStreams batches
+// are open at once, each continuing in its region.
+type gathered struct {
+	pieces   [][]byte
+	at, end  int64 // device bytes [at, end) the pieces cover
+	firstSrc string
+	used     uint64 // when last added to, for replacing the oldest
+}
+
+const (
+	// gatherMax bounds a batch: large enough that syscalls are few,
+	// small enough that the workers get batches to write in parallel
+	// with the walk.
+	gatherMax     = 4 << 20
+	gatherStreams = 8
+	// writebackEvery is how many bytes of file data are written between
+	// requests to start writeback (see dev.File.StartWriteback).
+	writebackEvery = 32 << 20
+)
+
+// zeroBlock pads the last block of a file; it is only read.
+var zeroBlock = make([]byte, 64<<10)
 
 // builder copies a source tree in. One goroutine (the caller's) makes the
 // entries and allocates blocks, in source order so the result is
@@ -107,6 +140,9 @@ type builder struct {
 	fillErr      atomic.Pointer[error] // the first worker error
 	done, total  atomic.Int64          // bytes of file data copied and queued
 	stopProgress chan struct{}
+	batches      [gatherStreams]gathered // in-memory data not yet queued; the walk's
+	gatherClock  uint64
+	unflushed    atomic.Int64 // bytes written since writeback was last started
 }
 
 type pendingTimes struct {
@@ -131,8 +167,12 @@ func (f *FS) AddDir(dst, src string, o *BuildOptions) error {
 		return fmt.Errorf("%s: not a directory", src)
 	}
 	b.scan = newHostScan()
+	stopWarm := make(chan struct{})
+	waitWarm := warmTree(src, stopWarm)
+	defer waitWarm()
+	defer close(stopWarm)
 	b.startFill()
-	err = b.walkDir(parent, dst, src)
+	err = b.walkDir(parent, dst, src, false)
 	if ferr := b.stopFill(); err == nil {
 		err = ferr
 	}
@@ -172,17 +212,18 @@ func (f *FS) newBuilder(dst string, o *BuildOptions) (*builder, *node, error) {
 }
 
 // walkDir copies the entries of host directory dir into parent, which is
-// the image's directory at ipath.
-func (b *builder) walkDir(parent *node, ipath, dir string) error {
+// the image's directory at ipath; made reports that this build made parent
+// (so it holds only names from dir).
+func (b *builder) walkDir(parent *node, ipath, dir string, made bool) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
+	defer d.Close() // after ds.stop: the scan reads the entries through d
 	// A directory inside itself (a bind mount of an ancestor) would be
 	// copied without end.
 	var st unix.Stat_t
 	if err := unix.Fstat(int(d.Fd()), &st); err != nil {
-		d.Close()
 		return fmt.Errorf("%s: %w", dir, err)
 	}
 	key := [2]uint64{uint64(st.Dev), st.Ino}
@@ -190,25 +231,23 @@ func (b *builder) walkDir(parent *node, ipath, dir string) error {
 		b.above = map[[2]uint64]bool{}
 	}
 	if b.above[key] {
-		d.Close()
 		return fmt.Errorf("%s: the directory contains itself (a loop, e.g. a bind mount of an ancestor)", dir)
 	}
 	b.above[key] = true
 	defer delete(b.above, key)
-	names, err := d.Readdirnames(-1)
-	d.Close()
+	ents, err := d.ReadDir(-1)
 	if err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
 	}
-	sort.Strings(names)
-	ds := b.scan.start(dir, names)
+	sortEntriesByName(ents)
+	ds := b.scan.start(dir, int(d.Fd()), ents)
 	defer ds.stop()
-	for range names {
+	for range ents {
 		if err := b.fillFailed(); err != nil {
 			return err
 		}
 		e := ds.next()
-		if err := b.addHostEntry(parent, imageJoin(ipath, e.name), e); err != nil {
+		if err := b.addHostEntry(parent, imageJoin(ipath, e.name), e, made); err != nil {
 			return err
 		}
 	}
@@ -222,13 +261,17 @@ func imageJoin(dir, name string) string {
 	return dir + "/" + name
 }
 
-func (b *builder) addHostEntry(parent *node, ipath string, h *hostEntry) error {
+func (b *builder) addHostEntry(parent *node, ipath string, h *hostEntry, parentMade bool) error {
 	p, name, st := h.path, h.name, &h.st
 	if h.err != nil {
 		return fmt.Errorf("%s: %w", p, h.err)
 	}
 	uid, gid := b.o.owner(st.Uid, st.Gid)
 	e := newEntry{mode: uint16(st.Mode), uid: uid, gid: gid}
+	// A directory this build made holds only the distinct names of its
+	// host directory, so far: name cannot be there yet, unless whiteouts
+	// rename entries or casefolding makes distinct names equal.
+	e.absent = parentMade && !b.o.Whiteouts && !b.f.sb.HasIncompat(super.IncompatCasefold)
 	atime := time.Unix(st.Atim.Sec, st.Atim.Nsec)
 	mtime := time.Unix(st.Mtim.Sec, st.Mtim.Nsec)
 	kind := st.Mode & unix.S_IFMT
@@ -263,11 +306,23 @@ func (b *builder) addHostEntry(parent *node, ipath string, h *hostEntry) error {
 	}
 	switch kind {
 	case unix.S_IFREG:
-		if err := b.reserveHostFile(n, h); err != nil {
+		if st.Size == 0 {
+			break
+		}
+		var finish func(*inode.Inode)
+		if st.Nlink <= 1 {
+			// Nothing changes the inode after its data: its times go
+			// in with its size.
+			finish = func(in *inode.Inode) { b.f.stampBuildTimes(in, atime, mtime, b.o.Time, b.o.ClampTimes) }
+		}
+		if err := b.reserveHostFile(n, h, finish); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
+		if finish != nil {
+			return nil
+		}
 	case unix.S_IFDIR:
-		if err := b.walkDir(n, ipath, p); err != nil {
+		if err := b.walkDir(n, ipath, p, true); err != nil {
 			return err
 		}
 	}
@@ -346,14 +401,12 @@ func splitNul(b []byte) []string {
 }
 
 // reserveHostFile allocates the blocks of a host file's data ranges and
-// queues the copy.
-func (b *builder) reserveHostFile(n *node, h *hostEntry) error {
+// queues the copy. finish, if set, changes the inode in the same write as
+// the size (the times of a file nothing else changes after).
+func (b *builder) reserveHostFile(n *node, h *hostEntry, finish func(*inode.Inode)) error {
 	size := h.st.Size
-	if size == 0 {
-		return nil
-	}
 	n.mu.Lock()
-	runs, err := b.f.reserve(n, size, h.ranges)
+	runs, err := b.f.reserve(n, size, h.ranges, finish)
 	n.mu.Unlock()
 	if err != nil {
 		return err
@@ -362,20 +415,100 @@ func (b *builder) reserveHostFile(n *node, h *hostEntry) error {
 	return nil
 }
 
-// queue hands a job to the fill workers.
+// queue hands a job to the fill workers; data already in memory joins the
+// batch being gathered.
 func (b *builder) queue(j fillJob) {
+	if j.data != nil && b.gather(j) {
+		return
+	}
 	var total int64
 	for _, r := range j.runs {
 		total += int64(r.length) * b.f.blockSize
 	}
+	b.send(j, total)
+}
+
+func (b *builder) send(j fillJob, total int64) {
 	b.total.Add(total)
 	b.pending.Add(1)
 	b.jobs <- j
 }
 
+// gather adds the in-memory data of j to the batch, sending the batch on
+// when j's data does not continue it. It reports false, leaving the job to
+// fill, if the data does not cover the runs (fill reports that).
+func (b *builder) gather(j fillJob) bool {
+	bs := b.f.blockSize
+	for _, r := range j.runs {
+		off := int64(r.logical) * bs
+		end := min(off+int64(r.length)*bs, j.size)
+		if off < j.base || end-j.base > int64(len(j.data)) {
+			return false
+		}
+	}
+	for _, r := range j.runs {
+		off := int64(r.logical) * bs
+		end := min(off+int64(r.length)*bs, j.size)
+		phys := int64(r.physical) * bs
+		piece := j.data[off-j.base : end-j.base]
+		var pad []byte
+		if end == j.size && j.size%bs != 0 {
+			pad = zeroBlock[:bs-j.size%bs]
+		}
+		g := b.batchAt(phys)
+		if len(g.pieces)+2 > dev.MaxIovecs || g.end-g.at+int64(len(piece)) > gatherMax {
+			b.flush(g)
+		}
+		if len(g.pieces) == 0 {
+			g.at, g.end, g.firstSrc = phys, phys, j.src
+		}
+		b.gatherClock++
+		g.used = b.gatherClock
+		g.pieces = append(g.pieces, piece)
+		if pad != nil {
+			g.pieces = append(g.pieces, pad)
+		}
+		g.end += int64(len(piece) + len(pad))
+	}
+	return true
+}
+
+// batchAt returns the batch that data at device byte phys continues, or
+// an empty one (sending the oldest batch on to make room).
+func (b *builder) batchAt(phys int64) *gathered {
+	var oldest *gathered
+	for i := range b.batches {
+		g := &b.batches[i]
+		if len(g.pieces) > 0 && g.end == phys {
+			return g
+		}
+		if oldest == nil || g.used < oldest.used {
+			oldest = g
+		}
+	}
+	b.flush(oldest)
+	return oldest
+}
+
+// flush sends batch g to the workers and empties it.
+func (b *builder) flush(g *gathered) {
+	if len(g.pieces) > 0 {
+		b.send(fillJob{src: g.firstSrc, pieces: g.pieces, at: g.at}, g.end-g.at)
+	}
+	*g = gathered{}
+}
+
+// flushBatch sends every gathered batch to the workers.
+func (b *builder) flushBatch() {
+	for i := range b.batches {
+		b.flush(&b.batches[i])
+	}
+}
+
 // drainFill waits until every queued job is done: before blocks that a
 // queued job writes can be freed (a tar entry replacing an earlier file).
 func (b *builder) drainFill() error {
+	b.flushBatch()
 	b.pending.Wait()
 	return b.fillFailed()
 }
@@ -384,7 +517,7 @@ func (b *builder) drainFill() error {
 // sets n's size; the caller writes the data into the returned runs before
 // Close. Allocation happens here, in the caller's order, which keeps
 // builds reproducible while the copying runs in parallel. n.mu is held.
-func (f *FS) reserve(n *node, size int64, ranges []Range) ([]run, error) {
+func (f *FS) reserve(n *node, size int64, ranges []Range, finish func(*inode.Inode)) ([]run, error) {
 	if err := f.checkDataWritable(n); err != nil {
 		return nil, err
 	}
@@ -402,14 +535,31 @@ func (f *FS) reserve(n *node, size int64, ranges []Range) ([]run, error) {
 		}
 		spans = append(spans, s)
 	}
-	for _, s := range spans {
+	finished := false
+	for i, s := range spans {
 		for lblk := s.from; lblk < s.to; {
-			got, err := f.reserveChunk(n, size, lblk, s.to)
+			var last func(*inode.Inode)
+			if i == len(spans)-1 {
+				// The size (and finish) go into the handle that maps
+				// the last blocks, if this chunk turns out to be it:
+				// one inode write fewer per file.
+				last = func(in *inode.Inode) {
+					in.Size = uint64(size)
+					if finish != nil {
+						finish(in)
+					}
+					finished = true
+				}
+			}
+			got, err := f.reserveChunk(n, size, lblk, s.to, last)
 			if err != nil {
 				return nil, err
 			}
 			lblk += got
 		}
+	}
+	if finished {
+		return f.mapping(n)
 	}
 	h, err := f.begin()
 	if err != nil {
@@ -417,6 +567,9 @@ func (f *FS) reserve(n *node, size int64, ranges []Range) ([]run, error) {
 	}
 	in := editInode(n)
 	in.Size = uint64(size)
+	if finish != nil {
+		finish(in)
+	}
 	err = f.setInode(h, n, in)
 	if e := h.End(); err == nil {
 		err = e
@@ -427,7 +580,10 @@ func (f *FS) reserve(n *node, size int64, ranges []Range) ([]run, error) {
 	return f.mapping(n)
 }
 
-func (f *FS) reserveChunk(n *node, size int64, lblk, end uint64) (uint64, error) {
+// reserveChunk maps blocks from lblk towards end, as many as one
+// allocation gives; if they reach end, last (when set) changes the inode
+// before it is written.
+func (f *FS) reserveChunk(n *node, size int64, lblk, end uint64, last func(*inode.Inode)) (uint64, error) {
 	h, err := f.begin()
 	if err != nil {
 		return 0, err
@@ -442,6 +598,9 @@ func (f *FS) reserveChunk(n *node, size int64, lblk, end uint64) (uint64, error)
 	if err != nil {
 		return 0, err
 	}
+	if last != nil && lblk+uint64(ext.Len) >= end {
+		last(in)
+	}
 	return uint64(ext.Len), f.setInode(h, n, in)
 }
 
@@ -453,10 +612,10 @@ func (b *builder) startFill() {
 		b.fillWG.Add(1)
 		go func() {
 			defer b.fillWG.Done()
-			buf := make([]byte, 256<<10)
+			buf := make([]byte, 1<<20)
 			for j := range b.jobs {
 				if b.fillErr.Load() == nil {
-					if err := b.f.fill(j, buf, &b.done); err != nil {
+					if err := b.f.fill(j, buf, &b.done, &b.unflushed); err != nil {
 						err = fmt.Errorf("%s: %w", j.src, err)
 						b.fillErr.CompareAndSwap(nil, &err)
 					}
@@ -492,6 +651,7 @@ func (b *builder) fillFailed() error {
 
 // stopFill waits for the queued copies and returns the first error.
 func (b *builder) stopFill() error {
+	b.flushBatch()
 	close(b.jobs)
 	b.fillWG.Wait()
 	close(b.stopProgress)
@@ -517,8 +677,47 @@ func (b *builder) setTimes() error {
 	return nil
 }
 
-// fill copies a file's data into its reserved blocks.
-func (f *FS) fill(j fillJob, buf []byte, done *atomic.Int64) error {
+// writebackStarter is a device that can start writing back what was
+// written to it without waiting (dev.File).
+type writebackStarter interface{ StartWriteback() error }
+
+// vectorWriter is a device that writes many pieces in one call (dev.File).
+type vectorWriter interface {
+	WriteVAt(pieces [][]byte, off int64) (int, error)
+}
+
+// fill copies a file's data into its reserved blocks, or writes a gathered
+// batch. Every writebackEvery bytes written in all (unflushed counts them)
+// it starts the device's writeback.
+func (f *FS) fill(j fillJob, buf []byte, done, unflushed *atomic.Int64) error {
+	before := done.Load()
+	err := f.fillData(j, buf, done)
+	if unflushed.Add(done.Load()-before) >= writebackEvery {
+		unflushed.Store(0)
+		if w, ok := f.dev.(writebackStarter); ok {
+			w.StartWriteback() // only a hint: fsync at Close writes what is left
+		}
+	}
+	return err
+}
+
+func (f *FS) fillData(j fillJob, buf []byte, done *atomic.Int64) error {
+	if j.pieces != nil {
+		var n int
+		var err error
+		if w, ok := f.dev.(vectorWriter); ok {
+			n, err = w.WriteVAt(j.pieces, j.at)
+		} else {
+			for _, p := range j.pieces {
+				if _, err = f.dev.WriteAt(p, j.at+int64(n)); err != nil {
+					break
+				}
+				n += len(p)
+			}
+		}
+		done.Add(int64(n))
+		return err
+	}
 	var src io.ReaderAt
 	if j.data != nil {
 		src = bytesReaderAt{j.data, j.base}
@@ -574,6 +773,20 @@ func (f *FS) fill(j fillJob, buf []byte, done *atomic.Int64) error {
 // setBuildTimes gives a built inode its source's times; ctime and crtime
 // are ctime (or now).
 func (f *FS) setBuildTimes(n *node, atime, mtime, ctime time.Time, clamp bool) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h, err := f.begin()
+	if err != nil {
+		return err
+	}
+	defer h.End()
+	in := editInode(n)
+	f.stampBuildTimes(in, atime, mtime, ctime, clamp)
+	return f.setInode(h, n, in)
+}
+
+// stampBuildTimes sets in's times as setBuildTimes describes.
+func (f *FS) stampBuildTimes(in *inode.Inode, atime, mtime, ctime time.Time, clamp bool) {
 	if ctime.IsZero() {
 		ctime = f.now()
 	} else if clamp {
@@ -585,19 +798,10 @@ func (f *FS) setBuildTimes(n *node, atime, mtime, ctime time.Time, clamp bool) e
 			mtime = ctime
 		}
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	h, err := f.begin()
-	if err != nil {
-		return err
-	}
-	defer h.End()
-	in := editInode(n)
 	in.Atime = inode.FromTime(atime)
 	in.Mtime = inode.FromTime(mtime)
 	in.Ctime = inode.FromTime(ctime)
 	in.Crtime = in.Ctime
-	return f.setInode(h, n, in)
 }
 
 // Estimate is what a source tree needs in a filesystem of a given block

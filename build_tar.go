@@ -301,7 +301,7 @@ func (b *builder) writeSparse(n *node, name string, r io.Reader, size int64) err
 			i = j
 		}
 		if len(ranges) > 0 {
-			runs, err := f.reserve(n, size, ranges)
+			runs, err := f.reserve(n, size, ranges, nil)
 			if err != nil {
 				return err
 			}

@@ -67,6 +67,51 @@ func (s *dirStore) ReadBlock(lblk uint32) ([]byte, error) {
 	return s.f.readBlock(p, "directory block")
 }
 
+// ViewBlock shows block lblk without copying it (dir.Viewer).
+func (s *dirStore) ViewBlock(lblk uint32, fn func(b []byte) error) error {
+	p, err := s.physical(lblk)
+	if err != nil {
+		return err
+	}
+	if p == 0 {
+		return fn(nil)
+	}
+	return s.f.viewDirBlock(p, fn)
+}
+
+// ModifyBlock changes block lblk in place (dir.Modifier), recorded as
+// WriteBlock records a change. A block appended in this change has no
+// content to change yet: it goes through ReadBlock and WriteBlock.
+func (s *dirStore) ModifyBlock(lblk uint32, fn func(b []byte) error) error {
+	if s.fresh[lblk] {
+		b, err := s.ReadBlock(lblk)
+		if err == nil && b == nil {
+			err = &CorruptError{What: "directory block", Block: int64(lblk), Ino: s.n.ino, Detail: "directory hole"}
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(b); err != nil {
+			return err
+		}
+		return s.WriteBlock(lblk, b)
+	}
+	p, err := s.physical(lblk)
+	if err != nil {
+		return err
+	}
+	if p == 0 {
+		return &CorruptError{What: "directory block", Block: int64(lblk), Ino: s.n.ino, Detail: "directory hole"}
+	}
+	if p >= s.f.sb.BlocksCount() {
+		return &CorruptError{What: "directory block", Block: int64(p), Detail: fmt.Sprintf("block number outside the filesystem (%d blocks)", s.f.sb.BlocksCount())}
+	}
+	if s.es.undo != nil {
+		return s.es.undo.modify(p, fn)
+	}
+	return s.h.Modify(p, fn)
+}
+
 func (s *dirStore) WriteBlock(lblk uint32, b []byte) error {
 	p, err := s.physical(lblk)
 	if err != nil {
@@ -243,6 +288,9 @@ type newEntry struct {
 	// put) leaves both off: it sets the source's own xattrs.
 	inheritACL bool
 	umask      uint16
+	// absent tells that the caller knows name is not in the directory (a
+	// build filling a directory it made): create skips looking it up.
+	absent bool
 }
 
 // create makes a new inode called name in parent (whose mu is held) and
@@ -251,10 +299,12 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 	if err := f.checkDirWritable(parent); err != nil {
 		return nil, err
 	}
-	if _, err := f.lookup(parent, name); err == nil {
-		return nil, fs.ErrExist
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
+	if !e.absent {
+		if _, err := f.lookup(parent, name); err == nil {
+			return nil, fs.ErrExist
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
 	}
 	isDir := e.mode&0xF000 == 0x4000
 	if isDir && parent.in().LinksCount >= linkMax && !(f.sb.HasROCompat(super.ROCompatDirNlink) && parent.in().HasFlag(inode.FlagIndex)) {
@@ -318,7 +368,7 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 	pin := editInode(parent)
 	ds := f.newDirStore(h, parent, pin, pu)
 	ed := f.dirEditor(ds)
-	ed.NameChecked = true // looked up above, under parent.mu
+	ed.NameChecked = true // looked up above (or known absent), under parent.mu
 	if err := ed.Add(dir.Entry{Inode: child.ino, Name: []byte(name), FileType: f.fileType(e.mode)}); err != nil {
 		return undo(err)
 	}

@@ -64,6 +64,65 @@ func (d *File) OpenAt(name string) (*File, error) {
 	return f.newFile(c, name, true, false, false)
 }
 
+// OpenEntry opens the entry e of directory d, as d's ReadDir returned it,
+// by the inode number the entry holds: no search of the directory by
+// name, so a walk that opens every entry costs one read of each directory
+// (OpenAt searches it once per entry). Unlike OpenAt it opens any type
+// and follows nothing: a regular file or directory is open for reading,
+// anything else is a File as LookupAt gives (for Stat, ReadLink and the
+// xattrs). On a writable filesystem the entry may have gone since ReadDir,
+// its number even given to another file: there the name is looked up
+// again and must still name that inode (fs.ErrNotExist otherwise).
+func (d *File) OpenEntry(e fs.DirEntry) (*File, error) {
+	if err := d.checkOpen("openentry"); err != nil {
+		return nil, err
+	}
+	de, ok := e.(*dirEntry)
+	fail := func(err error) (*File, error) {
+		return nil, &fs.PathError{Op: "openentry", Path: d.name + "/" + e.Name(), Err: err}
+	}
+	if !ok || de.fsys != d.fsys {
+		return fail(fs.ErrInvalid) // not an entry this filesystem read
+	}
+	f, n := d.fsys, d.n
+	if !n.isDir() {
+		return fail(syscall.ENOTDIR)
+	}
+	n.mu.RLock()
+	var c *node
+	err := f.named(n)
+	if err == nil && f.w != nil {
+		var ino uint32
+		if ino, err = f.lookup(n, de.name); err == nil && ino != de.ino {
+			err = fs.ErrNotExist
+		}
+	}
+	if err == nil {
+		c, err = f.inode(de.ino) // under the directory's lock: see lifetime.go
+	}
+	n.mu.RUnlock()
+	if err == nil {
+		err = c.checkNamed()
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if c.isDir() {
+		// As OpenAt: a directory whose ".." is not d has a second name.
+		c.mu.RLock()
+		up, err := f.lookup(c, "..")
+		c.mu.RUnlock()
+		if err == nil && up != n.ino {
+			err = &CorruptError{What: "directory", Block: -1, Ino: c.ino,
+				Detail: fmt.Sprintf("its \"..\" is inode %d, not %d where it was found (a directory with two names, maybe a loop)", up, n.ino)}
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	return f.newFile(c, de.name, c.isDir() || c.isRegular(), false, false)
+}
+
 func containsSlash(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] == '/' {

@@ -106,3 +106,73 @@ func TestWalkDirLoop(t *testing.T) {
 		t.Errorf("walk: %v, %d loops reported, %d visits", err, loops, visits)
 	}
 }
+
+// TestOpenEntry opens every entry of a directory from its ReadDir by the
+// inode number the entry holds: each File is the entry's inode, of any
+// type, readable where reading makes sense; on a writable filesystem an
+// entry removed since ReadDir is gone, and so is one whose name now holds
+// another inode.
+func TestOpenEntry(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 16<<20, "-t", "ext4")
+	fsys := openRW(t, image)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(fsys.Mkdir("d", 0o755))
+	must(fsys.Mkdir("d/sub", 0o755))
+	must(fsys.WriteFile("d/file", []byte("data"), 0o644))
+	must(fsys.Symlink("file", "d/link"))
+	must(fsys.WriteFile("d/gone", nil, 0o644))
+	must(fsys.WriteFile("d/swapped", nil, 0o644))
+	df, err := fsys.Open("d")
+	must(err)
+	d := df.(*ext4go.File)
+	ents, err := d.ReadDir(-1)
+	must(err)
+	must(fsys.Remove("d/gone"))
+	must(fsys.Remove("d/swapped"))
+	must(fsys.WriteFile("d/swapped", nil, 0o644)) // the same name, a new inode
+	for _, e := range ents {
+		f, err := d.OpenEntry(e)
+		switch e.Name() {
+		case "gone", "swapped":
+			if !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s: OpenEntry after the name changed: %v, want fs.ErrNotExist", e.Name(), err)
+			}
+			if err == nil {
+				f.Close()
+			}
+			continue
+		}
+		must(err)
+		want, err := fsys.Lstat("d/" + e.Name())
+		must(err)
+		got, err := f.Stat()
+		must(err)
+		if g, w := got.Sys().(*ext4go.Stat).Ino, want.Sys().(*ext4go.Stat).Ino; g != w || got.Mode() != want.Mode() {
+			t.Errorf("%s: OpenEntry gives inode %d (%v), want %d (%v)", e.Name(), g, got.Mode(), w, want.Mode())
+		}
+		switch e.Name() {
+		case "file":
+			buf := make([]byte, 4)
+			if n, err := f.ReadAt(buf, 0); n != 4 || string(buf) != "data" {
+				t.Errorf("file: read %q, %v", buf[:n], err)
+			}
+		case "link":
+			if target, err := f.ReadLink(); err != nil || target != "file" {
+				t.Errorf("link: ReadLink = %q, %v", target, err)
+			}
+		case "sub":
+			if _, err := f.ReadDir(-1); err != nil {
+				t.Errorf("sub: ReadDir: %v", err)
+			}
+		}
+		f.Close()
+	}
+	d.Close()
+	closeChecked(t, fsys, image)
+}

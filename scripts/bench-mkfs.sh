@@ -1,18 +1,36 @@
 #!/usr/bin/env bash
 # Image building, side by side: ext4go mkfs -d against mke2fs -t ext4 -d, on
-# /usr/local/go and on a generated tree of 100k small files. Prints wall time,
-# peak memory (RSS), the ratio, and the fragmentation of both results.
-#   scripts/bench-mkfs.sh [WORKDIR]
+# the same image size (both then pick the same features, block size and
+# inode count). Runs alternate between the tools, REPS times each, warm
+# (source in the page cache) and cold (caches dropped before every run),
+# so that load from other work on the machine hits both alike. Prints the
+# median wall, user and sys seconds, peak RSS, and the ratios to mke2fs.
+#   scripts/bench-mkfs.sh [-r REPS] [-s SIZE] [-m warm,cold] [-b OLD-EXT4GO] [SOURCE...]
+# SOURCE defaults to /usr/local/go; "tree100k" generates 100k small files.
+# -b adds a column for another ext4go binary (e.g. one built before a change).
+# WORK (default a new /tmp directory) holds the binaries and images.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-work=${1:-$(mktemp -d /tmp/ext4go-bench-mkfs.XXXX)}
+reps=5 size=1G modes=warm,cold old=
+while getopts r:s:m:b: opt; do
+  case $opt in
+  r) reps=$OPTARG ;;
+  s) size=$OPTARG ;;
+  m) modes=$OPTARG ;;
+  b) old=$OPTARG ;;
+  *) exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+[ $# -gt 0 ] || set -- /usr/local/go
+work=${WORK:-$(mktemp -d /tmp/ext4go-bench-mkfs.XXXX)}
 mkdir -p "$work"
 go build -o "$work/ext4go" ./cmd/ext4go
 
-gen="$work/tree100k"
-if [ ! -d "$gen" ]; then
-  echo "generating 100k files in $gen"
-  python3 - "$gen" <<'PY'
+gen_tree100k() { # dir
+  [ -d "$1" ] && return
+  echo "generating 100k files in $1" >&2
+  python3 - "$1" <<'PY'
 import os, random, sys
 root = sys.argv[1]
 rnd = random.Random(1)
@@ -22,37 +40,49 @@ for d in range(100):
         with open(f"{root}/d{d}/f{f}", "wb") as out:
             out.write(rnd.randbytes(rnd.randrange(0, 8192)))
 PY
-fi
-
-measure() { # label cmd...
-  local label=$1; shift
-  sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
-  /usr/bin/time -f "%e %M" -o "$work/time.$label" "$@" >/dev/null 2>"$work/err.$label" || { cat "$work/err.$label"; return 1; }
-  read -r secs kb < "$work/time.$label"
-  echo "$label $secs $kb"
 }
 
-report() { # image
-  local img=$1
-  e2fsck -fn "$img" 2>&1 | tail -1 | sed 's/^/  e2fsck: /'
-  "$work/ext4go" frag "$img" / | tail -1 | sed 's/^/  frag: /'
-  # groups holding data: groups whose free block count is below the group size
-  dumpe2fs "$img" 2>/dev/null | awk '/^Blocks per group/{bpg=$4} /^Group [0-9]+:/{g=$2} / free blocks, /{split($0,a," free blocks"); n=a[1]; gsub(/.* /,"",n); if (n+0 < bpg-600) used++} END{print "  groups with data (more than metadata used): " used}'
+# run TOOL MODE SRC: one timed build, appending "wall user sys kb" to
+# $work/t.TOOL.MODE.
+run() {
+  local tool=$1 mode=$2 src=$3 img=$work/$1.img
+  rm -f "$img"
+  case $tool in
+  mke2fs) truncate -s "$size" "$img"; set -- mke2fs -q -F -t ext4 -d "$src" "$img" ;;
+  ext4go) set -- "$work/ext4go" mkfs -q -size "$size" -d "$src" "$img" ;;
+  old) set -- "$old" mkfs -q -size "$size" -d "$src" "$img" ;;
+  esac
+  if [ "$mode" = cold ]; then sync; echo 3 >/proc/sys/vm/drop_caches; else sync; fi
+  /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$@" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
+  cat "$work/time" >>"$work/t.$tool.$mode"
 }
 
-for src in /usr/local/go "$gen"; do
-  kb=$(du -sk --apparent-size "$src" | cut -f1)
-  size=$(( kb * 2 + 262144 ))K
+median() { sort -n | awk '{v[NR]=$1} END{print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+col() { awk -v c="$1" '{print $c}' "$2" | median; }
+
+tools="mke2fs ext4go"
+[ -n "$old" ] && tools="mke2fs old ext4go"
+for src in "$@"; do
+  if [ "$src" = tree100k ]; then src=$work/tree100k; gen_tree100k "$src"; fi
   entries=$(find "$src" | wc -l)
-  inodes=$(( entries * 6 / 5 + 1024 ))
-  echo "== source $src ($entries entries, $((kb/1024)) MiB), image size $size, $inodes inodes"
-  rm -f "$work/a.img" "$work/b.img"
-  truncate -s "$size" "$work/b.img"
-  m=$(measure mke2fs mke2fs -q -F -t ext4 -N "$inodes" -d "$src" "$work/b.img")
-  o=$(measure ext4go "$work/ext4go" mkfs -q -size "$size" -N "$inodes" -d "$src" "$work/a.img")
-  echo "mke2fs -d: $(echo "$m" | awk '{printf "%.2f s, %.0f MiB peak RSS", $2, $3/1024}')"
-  report "$work/b.img"
-  echo "ext4go mkfs -d: $(echo "$o" | awk '{printf "%.2f s, %.0f MiB peak RSS", $2, $3/1024}')"
-  report "$work/a.img"
-  echo "ratio ext4go/mke2fs wall time: $(echo "$o $m" | awk '{printf "%.2f", $2/$5}')"
+  echo "== $src: $entries entries, $(du -sm --apparent-size "$src" | cut -f1) MiB; image $size; $reps runs each, alternating"
+  for mode in ${modes//,/ }; do
+    rm -f "$work"/t.*."$mode"
+    [ "$mode" = warm ] && { find "$src" -type f -print0 | xargs -0 cat >/dev/null; run mke2fs warm "$src"; rm -f "$work/t.mke2fs.warm"; }
+    for ((i = 0; i < reps; i++)); do
+      for t in $tools; do run "$t" "$mode" "$src"; done
+    done
+    printf '%-7s %-10s %5s %7s %7s %7s %8s %8s %8s\n' "$mode" tool wall user sys cpu "MiB RSS" "wall/m" "cpu/m"
+    mw=$(col 1 "$work/t.mke2fs.$mode") mc=$(awk '{print $2+$3}' "$work/t.mke2fs.$mode" | median)
+    for t in $tools; do
+      f=$work/t.$t.$mode
+      w=$(col 1 "$f") u=$(col 2 "$f") s=$(col 3 "$f") c=$(awk '{print $2+$3}' "$f" | median) m=$(col 4 "$f")
+      name=$t; [ "$t" = old ] && name="ext4go(-b)"
+      awk -v mode="$mode" -v t="$name" -v w="$w" -v u="$u" -v s="$s" -v c="$c" -v m="$m" -v mw="$mw" -v mc="$mc" \
+        'BEGIN{printf "%-7s %-10s %5.2f %7.2f %7.2f %7.2f %8.0f %8.2f %8.2f\n", mode, t, w, u, s, c, m/1024, w/mw, c/mc}'
+    done
+  done
+  for t in $tools; do
+    echo "  $t image: $(e2fsck -fn "$work/$t.img" 2>&1 | tail -1)"
+  done
 done

@@ -52,7 +52,11 @@ type Editor struct {
 // Dir returns a read-only view of the directory that reads through the
 // Store, for lookups and iteration.
 func (e *Editor) Dir() *Dir {
-	return &Dir{Format: e.Format, Read: e.Store.ReadBlock, NBlocks: e.NBlocks, Indexed: e.Indexed, CsumSeed: e.CsumSeed, Ino: e.Ino}
+	d := &Dir{Format: e.Format, Read: e.Store.ReadBlock, NBlocks: e.NBlocks, Indexed: e.Indexed, CsumSeed: e.CsumSeed, Ino: e.Ino}
+	if v, ok := e.Store.(Viewer); ok {
+		d.View = v.ViewBlock
+	}
+	return d
 }
 
 func isDots(name []byte) bool {
@@ -121,36 +125,39 @@ func (e *Editor) linearAdd(ent Entry) error {
 	need := RecLen(len(ent.Name))
 	fit := int64(-1)
 	for lblk := uint32(0); lblk < e.NBlocks; lblk++ {
-		b, err := d.block(lblk, "directory block", false)
-		if err != nil {
-			return err
-		}
-		if b == nil {
-			continue // a hole: e2fsck's to fill, not ours
-		}
-		if err := VerifyLeafChecksum(b, d.Format, d.CsumSeed); err != nil {
-			return fserr.At(err, int64(lblk), d.Ino)
-		}
-		region, err := checkedLeafRegion(b, &d.Format)
-		if err != nil {
-			return fserr.At(err, int64(lblk), d.Ino)
-		}
-		dup := false
-		err = scanRegion(region, &d.Format, func(s Slot) bool {
-			if s.Inode != 0 && bytes.Equal(s.Name, ent.Name) {
-				dup = true
-				return false
+		// Looked at in place (a view): only the block written gets copied.
+		err := d.viewBlock(lblk, "directory block", false, func(b []byte) error {
+			if b == nil {
+				return nil // a hole: e2fsck's to fill, not ours
 			}
-			if fit < 0 && slotRoom(s) >= need {
-				fit = int64(lblk)
+			if err := VerifyLeafChecksum(b, d.Format, d.CsumSeed); err != nil {
+				return fserr.At(err, int64(lblk), d.Ino)
 			}
-			return true
+			region, err := checkedLeafRegion(b, &d.Format)
+			if err != nil {
+				return fserr.At(err, int64(lblk), d.Ino)
+			}
+			dup := false
+			err = scanRegion(region, &d.Format, func(s Slot) bool {
+				if s.Inode != 0 && bytes.Equal(s.Name, ent.Name) {
+					dup = true
+					return false
+				}
+				if fit < 0 && slotRoom(s) >= need {
+					fit = int64(lblk)
+				}
+				return true
+			})
+			if err != nil {
+				return fserr.At(err, int64(lblk), d.Ino)
+			}
+			if dup {
+				return fmt.Errorf("dir: %q: %w", ent.Name, fs.ErrExist)
+			}
+			return nil
 		})
 		if err != nil {
-			return fserr.At(err, int64(lblk), d.Ino)
-		}
-		if dup {
-			return fmt.Errorf("dir: %q: %w", ent.Name, fs.ErrExist)
+			return err
 		}
 	}
 	if fit >= 0 {
@@ -178,6 +185,28 @@ func (e *Editor) linearAdd(ent Entry) error {
 
 // insertInto adds ent to leaf lblk, which is known to have room.
 func (e *Editor) insertInto(lblk uint32, ent Entry) error {
+	if m, ok := e.Store.(Modifier); ok {
+		if lblk >= e.NBlocks {
+			return &fserr.CorruptError{What: "directory block", Block: int64(lblk), Ino: e.Ino,
+				Detail: fmt.Sprintf("block %d is past the directory's %d blocks", lblk, e.NBlocks)}
+		}
+		inserted := false
+		err := m.ModifyBlock(lblk, func(b []byte) error {
+			ok, err := Insert(b, e.Format, ent, e.CsumSeed)
+			if err != nil {
+				return fserr.At(err, int64(lblk), e.Ino)
+			}
+			inserted = ok
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if !inserted {
+			return fmt.Errorf("dir: block %d of inode %d has no room after all", lblk, e.Ino)
+		}
+		return nil
+	}
 	b, err := e.Dir().block(lblk, "directory block", true)
 	if err != nil {
 		return err

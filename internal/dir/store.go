@@ -23,6 +23,23 @@ type Store interface {
 	AppendBlock() (lblk uint32, err error)
 }
 
+// Viewer is a Store that can also show a block without copying it: fn gets
+// block lblk's current content (nil for a hole) and must neither keep nor
+// change it. The editor reads through it where it only looks (scanning a
+// linear directory for room), and copies with ReadBlock what it changes.
+type Viewer interface {
+	ViewBlock(lblk uint32, fn func(b []byte) error) error
+}
+
+// Modifier is a Store that can also change a block in place: fn gets block
+// lblk's content and may change it, and the change is recorded as
+// WriteBlock would record it. A hole is an error. The editor inserts
+// through it (Insert changes nothing when it fails), sparing the copies
+// of ReadBlock and WriteBlock.
+type Modifier interface {
+	ModifyBlock(lblk uint32, fn func(b []byte) error) error
+}
+
 // MemStore is an in-memory Store: Blocks[i] is logical block i, nil a hole.
 // It is meant for tests and for building directories in memory.
 type MemStore struct {

@@ -92,11 +92,41 @@ type InPlace struct {
 	NoSync bool
 }
 
+// vectorWriter is a Device that writes pieces lying end to end with one
+// call (dev.File's pwritev).
+type vectorWriter interface {
+	WriteVAt(pieces [][]byte, off int64) (int, error)
+}
+
+// maxVector bounds the blocks of one vectored write (IOV_MAX).
+const maxVector = 1024
+
 func (c *InPlace) Commit(_ uint64, blocks []Block, _ []uint64) error {
-	for _, b := range blocks {
-		if _, err := c.Dev.WriteAt(b.Data, int64(b.Nr)*int64(c.BlockSize)); err != nil {
-			return fmt.Errorf("write block %d: %w", b.Nr, err)
+	vw, _ := c.Dev.(vectorWriter)
+	var pieces [][]byte
+	for i := 0; i < len(blocks); {
+		b := blocks[i]
+		off := int64(b.Nr) * int64(c.BlockSize)
+		if vw == nil {
+			if _, err := c.Dev.WriteAt(b.Data, off); err != nil {
+				return fmt.Errorf("write block %d: %w", b.Nr, err)
+			}
+			i++
+			continue
 		}
+		// blocks are sorted: a run of neighbours is one write.
+		j := i + 1
+		for j < len(blocks) && j-i < maxVector && blocks[j].Nr == blocks[j-1].Nr+1 {
+			j++
+		}
+		pieces = pieces[:0]
+		for _, r := range blocks[i:j] {
+			pieces = append(pieces, r.Data)
+		}
+		if _, err := vw.WriteVAt(pieces, off); err != nil {
+			return fmt.Errorf("write blocks %d-%d: %w", b.Nr, blocks[j-1].Nr, err)
+		}
+		i = j
 	}
 	if c.NoSync {
 		return nil
