@@ -43,7 +43,9 @@ func runSteps(t *testing.T, root string, steps []string) []string {
 	var out []string
 	for _, s := range steps {
 		// cd in sh, not cmd.Dir: see run in programs_test.go.
-		cmd := exec.Command("sh", "-c", `cd "$0" && umask 022 && `+s, root)
+		// $0 stays "sh": it prefixes sh's error messages, which the
+		// tests compare between mounts.
+		cmd := exec.Command("sh", "-c", `cd "$1" && umask 022 && `+s, "sh", root)
 		b, err := cmd.CombinedOutput()
 		status := "ok"
 		if err != nil {

@@ -27,7 +27,7 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) st
 	if dir == "" {
 		dir = "."
 	}
-	cmd := exec.Command("sh", append([]string{"-c", `cd "$0" && exec "$@"`, dir, name}, args...)...)
+	cmd := exec.Command("sh", append([]string{"-c", `cd "$1" && shift && exec "$@"`, "sh", dir, name}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
