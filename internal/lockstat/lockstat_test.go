@@ -2,7 +2,7 @@ package lockstat
 
 import "testing"
 
-func TestCounts(t *testing.T) {
+func TestLockstatCounts(t *testing.T) {
 	var mu Mutex[MFSSuper]
 	var rw RWMutex[MBuffer]
 	before := Snapshot()
