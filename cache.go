@@ -2,6 +2,7 @@ package ext4go
 
 import (
 	"github.com/ext4go/ext4go/internal/lockstat"
+	"github.com/ext4go/ext4go/internal/shard"
 	"runtime"
 	"weak"
 )
@@ -34,7 +35,9 @@ type inodeShard struct {
 	next   int
 }
 
-func (c *inodeCache) shard(ino uint32) *inodeShard { return &c.shards[ino%inodeCacheShards] }
+func (c *inodeCache) shard(ino uint32) *inodeShard {
+	return &c.shards[shard.Index(uint64(ino), inodeCacheShards)]
+}
 
 // getOrLoad returns the node of ino, calling load (with the shard locked)
 // if there is none alive.

@@ -81,6 +81,11 @@ func TestLockstatFallocate2(t *testing.T) {
 		if s == lockstat.TxnDirtyCount && float64(got[s])/ops < 0.01 {
 			continue // amortised: once per block per transaction
 		}
+		if s == lockstat.AllocCounterFold && float64(got[s])/ops < 0.05 {
+			// Amortised: once per counterBatch clusters allocated, and
+			// a few times per truncate, whose 1 MiB frees exceed a batch.
+			continue
+		}
 		t.Errorf("%s (global) taken %d times in %v operations", s.Name(), got[s], ops)
 	}
 	for _, f := range files {

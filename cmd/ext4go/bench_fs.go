@@ -24,7 +24,7 @@ import (
 
 func init() {
 	benchKinds["fallocate2"] = benchKind{
-		usage:   "fallocate2 [-p 1,2,4,8] [--dir MOUNTPOINT] [--no-journal] [--duration D] [--size BYTES] [--breakdown] [--locks] [--json]",
+		usage:   "fallocate2 [-p 1,2,4,8] [--dir MOUNTPOINT] [--no-journal] [--duration D] [--size BYTES] [--dirs] [--breakdown] [--locks] [--json]",
 		summary: "will-it-scale fallocate2 through the filesystem: each of P goroutines fallocates 8 KiB at the end of its own file until 1 MiB, then truncates it to 0; through ext4go on a fresh image, or with -dir through system calls on a mounted directory",
 		run:     benchFallocate2,
 	}
@@ -76,6 +76,7 @@ func benchFallocate2(e *env, c *command, args []string) error {
 	asJSON := fl.Bool("json", false, "one JSON object per line")
 	noJournal := fl.Bool("no-journal", false, "write the image in place, without its journal (without -dir)")
 	locks := fl.Bool("locks", false, "count the shared locks and counters each operation takes (an ext4go built with -tags lockstat)")
+	dirs := fl.Bool("dirs", false, "give each goroutine's file a directory of its own (top-level directories are spread over the flex groups, so the files share no inode table block or bitmap)")
 	breakdown := fl.Bool("breakdown", false, "print where the CPU time goes, in ns per operation by layer (allocator, extent tree, inode, bitmaps, journal, checksums)")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -102,7 +103,7 @@ func benchFallocate2(e *env, c *command, args []string) error {
 		config = "ext4go-nojournal"
 	}
 	for _, p := range ps {
-		r, err := fallocate2Run(p, *dur, *dirFlag, int64(size), *noJournal, *breakdown)
+		r, err := fallocate2Run(p, *dur, *dirFlag, int64(size), *noJournal, *breakdown, *dirs)
 		if err != nil {
 			return err
 		}
@@ -168,12 +169,25 @@ type fallocate2Result struct {
 
 // fallocate2Run runs the loop with p goroutines for d and returns
 // operations (fallocate calls) per second.
-func fallocate2Run(p int, d time.Duration, dir string, size int64, noJournal, breakdown bool) (fallocate2Result, error) {
+// fallocate2Run runs p workers for d. With dirs, each worker's file is in
+// a directory of its own, which the Orlov allocator places in a flex group
+// of its own where it can: the files then share no inode-table block, no
+// bitmap and no group, which shows how far the path scales when only the
+// filesystem-wide structures are shared.
+func fallocate2Run(p int, d time.Duration, dir string, size int64, noJournal, breakdown, dirs bool) (fallocate2Result, error) {
 	var files []fallocator
 	var cleanup func() error
 	if dir != "" {
 		for i := 0; i < p; i++ {
-			f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("fallocate2-%d", i)), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+			name := filepath.Join(dir, fmt.Sprintf("fallocate2-%d", i))
+			if dirs {
+				d := filepath.Join(dir, fmt.Sprintf("fallocate2-dir-%d", i))
+				if err := os.Mkdir(d, 0o755); err != nil && !os.IsExist(err) {
+					return fallocate2Result{}, err
+				}
+				name = filepath.Join(d, fmt.Sprintf("fallocate2-%d", i))
+			}
+			f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 			if err != nil {
 				return fallocate2Result{}, err
 			}
@@ -198,6 +212,13 @@ func fallocate2Run(p int, d time.Duration, dir string, size int64, noJournal, br
 		}
 		for i := 0; i < p; i++ {
 			name := fmt.Sprintf("fallocate2-%d", i)
+			if dirs {
+				d := fmt.Sprintf("fallocate2-dir-%d", i)
+				if err := fsys.Mkdir(d, 0o755); err != nil {
+					return fallocate2Result{}, err
+				}
+				name = d + "/" + name
+			}
 			f, err := fsys.Create(name)
 			if err != nil {
 				return fallocate2Result{}, err

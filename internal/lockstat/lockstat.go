@@ -23,29 +23,30 @@ type Site int
 
 // The sites. Keep siteInfo in step.
 const (
-	TxnManager      Site = iota // txn.Manager.mu: waits for a commit closing the transaction
-	TxnCommit                   // txn.Manager.commitMu: serialises commits
-	TxnOpenCount                // a shard of a transaction's open-handle count
-	TxnDirtyCount               // a transaction's count of changed blocks
-	TxnDirtyShard               // a shard of a transaction's changed-block set
-	TxnRevoke                   // a transaction's revoke set
-	TxnHooks                    // the commit hooks
-	BufferCache                 // a shard of the block cache's map
-	Buffer                      // one cached block
-	AllocGroup                  // an allocator block group
-	AllocInodePA                // a shard of the allocator's per-inode preallocation state
-	AllocLocality               // a locality group (small-file preallocation)
-	AllocDeferred               // a shard of the deferred frees
-	AllocPending                // the allocator's count of frees awaiting commit
-	AllocStreams                // the allocator's count of streaming inodes
-	AllocLegacyGoal             // the legacy configuration's single stream goal (s_md_lock)
-	AllocFreeCount              // a shard of the free-cluster count (s_freeclusters_counter)
-	AllocFlexFree               // a flex group's free-cluster count (s_flex_groups[].free_clusters)
-	AllocStreamGoal             // a stream goal slot (s_mb_last_groups[ino % n])
-	FSSuper                     // the filesystem's superblock lock
-	FSOrphans                   // the orphan list
-	FSInodeCache                // a shard of the inode cache
-	FSInode                     // one inode's lock
+	TxnManager       Site = iota // txn.Manager.mu: waits for a commit closing the transaction
+	TxnCommit                    // txn.Manager.commitMu: serialises commits
+	TxnOpenCount                 // a shard of a transaction's open-handle count
+	TxnDirtyCount                // a transaction's count of changed blocks
+	TxnDirtyShard                // a shard of a transaction's changed-block set
+	TxnRevoke                    // a transaction's revoke set
+	TxnHooks                     // the commit hooks
+	BufferCache                  // a shard of the block cache's map
+	Buffer                       // one cached block
+	AllocGroup                   // an allocator block group
+	AllocInodePA                 // a shard of the allocator's per-inode preallocation state
+	AllocLocality                // a locality group (small-file preallocation)
+	AllocDeferred                // a shard of the deferred frees
+	AllocPending                 // the allocator's count of frees awaiting commit
+	AllocStreams                 // the allocator's count of streaming inodes
+	AllocLegacyGoal              // the legacy configuration's single stream goal (s_md_lock)
+	AllocFreeCount               // a shard of the free-cluster count (s_freeclusters_counter)
+	AllocFlexFree                // a flex group's free-cluster count (s_flex_groups[].free_clusters)
+	AllocCounterFold             // the centre of the free or pending count, written once per batch of changes (percpu_counter's fbc->count)
+	AllocStreamGoal              // a stream goal slot (s_mb_last_groups[ino % n])
+	FSSuper                      // the filesystem's superblock lock
+	FSOrphans                    // the orphan list
+	FSInodeCache                 // a shard of the inode cache
+	FSInode                      // one inode's lock
 	numSites
 )
 
@@ -72,29 +73,30 @@ var siteInfo = [numSites]struct {
 	name  string
 	scope Scope
 }{
-	TxnManager:      {"txn.Manager.mu", Global},
-	TxnCommit:       {"txn.Manager.commitMu", Global},
-	TxnOpenCount:    {"txn.Transaction.updates[shard]", Sharded},
-	TxnDirtyCount:   {"txn.Transaction.ndirty", Global},
-	TxnDirtyShard:   {"txn.Transaction.dirty[shard].mu", Sharded},
-	TxnRevoke:       {"txn.Transaction.revokeMu", Global},
-	TxnHooks:        {"txn.Manager.hooksMu", Global},
-	BufferCache:     {"txn.cache shard mu", Sharded},
-	Buffer:          {"txn.Buffer.mu", PerObject},
-	AllocGroup:      {"mballoc group lock", PerObject},
-	AllocInodePA:    {"mballoc.inodeShard.mu", Sharded},
-	AllocLocality:   {"mballoc.localityGroup.mu", Sharded},
-	AllocDeferred:   {"mballoc.deferShard.mu", Sharded},
-	AllocPending:    {"mballoc.Allocator.pending[shard]", Sharded},
-	AllocStreams:    {"mballoc.Allocator.streams[shard]", Sharded},
-	AllocLegacyGoal: {"mballoc legacy stream goal (s_md_lock)", Global},
-	AllocFreeCount:  {"mballoc.Allocator.free[shard]", Sharded},
-	AllocFlexFree:   {"mballoc.Allocator.flexFree[flex group]", PerObject},
-	AllocStreamGoal: {"mballoc.Allocator.goals[ino%n]", Sharded},
-	FSSuper:         {"ext4go.FS superblock lock", Global},
-	FSOrphans:       {"ext4go.FS orphan list lock", Global},
-	FSInodeCache:    {"ext4go inode cache shard", Sharded},
-	FSInode:         {"ext4go node.mu (inode lock)", PerObject},
+	TxnManager:       {"txn.Manager.mu", Global},
+	TxnCommit:        {"txn.Manager.commitMu", Global},
+	TxnOpenCount:     {"txn.Transaction.updates[shard]", Sharded},
+	TxnDirtyCount:    {"txn.Transaction.ndirty", Global},
+	TxnDirtyShard:    {"txn.Transaction.dirty[shard].mu", Sharded},
+	TxnRevoke:        {"txn.Transaction.revokeMu", Global},
+	TxnHooks:         {"txn.Manager.hooksMu", Global},
+	BufferCache:      {"txn.cache shard mu", Sharded},
+	Buffer:           {"txn.Buffer.mu", PerObject},
+	AllocGroup:       {"mballoc group lock", PerObject},
+	AllocInodePA:     {"mballoc.inodeShard.mu", Sharded},
+	AllocLocality:    {"mballoc.localityGroup.mu", Sharded},
+	AllocDeferred:    {"mballoc.deferShard.mu", Sharded},
+	AllocPending:     {"mballoc.Allocator.pending[shard]", Sharded},
+	AllocStreams:     {"mballoc.Allocator.streams[shard]", Sharded},
+	AllocLegacyGoal:  {"mballoc legacy stream goal (s_md_lock)", Global},
+	AllocFreeCount:   {"mballoc.Allocator.free[shard]", Sharded},
+	AllocFlexFree:    {"mballoc.Allocator.flexFree[flex group]", PerObject},
+	AllocCounterFold: {"shard.Counter centre (free, pending)", Global},
+	AllocStreamGoal:  {"mballoc.Allocator.goals[ino%n]", Sharded},
+	FSSuper:          {"ext4go.FS superblock lock", Global},
+	FSOrphans:        {"ext4go.FS orphan list lock", Global},
+	FSInodeCache:     {"ext4go inode cache shard", Sharded},
+	FSInode:          {"ext4go node.mu (inode lock)", PerObject},
 }
 
 // Name returns the site's name: the lock or counter as the code calls it.

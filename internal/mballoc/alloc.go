@@ -146,7 +146,7 @@ func (a *Allocator) Allocate(tx Tx, req Request) (Extent, error) {
 				ac.resetForRetry()
 				continue
 			}
-			return Extent{}, &NoSpaceError{Pending: a.pending.sum()}
+			return Extent{}, &NoSpaceError{Pending: a.pending.Sum()}
 		}
 		ac.collectStats()
 	}
@@ -189,12 +189,19 @@ func (ac *allocCtx) init(req *Request) error {
 	}
 	// Claim: shrink the request to what is free (kernel:
 	// ext4_claim_free_clusters halving ar->len).
-	avail := ac.a.free.sum() - ac.a.pending.sum()
+	// The centres' approximate values decide unless the request comes
+	// within their slack of the free space (kernel: ext4_has_free_clusters
+	// and its watermark).
+	free, pending := ac.a.free, ac.a.pending
+	avail := free.Read() - pending.Read()
+	if avail-free.Slack()-pending.Slack() < int64(n) {
+		avail = free.Sum() - pending.Sum()
+	}
 	for n > 0 && int64(n) > avail {
 		n >>= 1
 	}
 	if n == 0 {
-		return &NoSpaceError{Pending: ac.a.pending.sum()}
+		return &NoSpaceError{Pending: ac.a.pending.Sum()}
 	}
 	ac.o = fex{group: gi, start: off, len: uint32(n), logical: req.Logical >> cb}
 	ac.g = ac.o

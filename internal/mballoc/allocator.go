@@ -5,15 +5,22 @@ import (
 	"fmt"
 	"github.com/ext4go/ext4go/internal/lockstat"
 	"github.com/ext4go/ext4go/internal/pad"
+	"math"
 	"math/bits"
 	"runtime"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/ext4go/ext4go/internal/fserr"
+	"github.com/ext4go/ext4go/internal/shard"
 )
 
 const cacheLine = 64
+
+// counterBatch is the drift, in clusters, at which a shard of the free and
+// pending counters folds into the centre: with 2-cluster allocations about
+// every hundredth one writes the shared line (kernel: percpu_counter_batch).
+const counterBatch = 256
 
 // groupFields is the per-group state (kernel: ext4_group_info).
 type groupFields struct {
@@ -59,26 +66,6 @@ type paddedI64 struct {
 	_ [(cacheLine - 8) * pad.On]byte
 }
 
-// shardedCounter is a counter spread over cache lines (kernel:
-// percpu_counter), sharded by group so that allocations in different groups
-// do not fight over one line.
-type shardedCounter struct{ shards []paddedI64 }
-
-func newShardedCounter(n int) shardedCounter {
-	n = 1 << bits.Len(uint(max(n, 1)-1))
-	return shardedCounter{shards: make([]paddedI64, n)}
-}
-
-func (c *shardedCounter) add(key uint32, d int64) { c.shards[int(key)&(len(c.shards)-1)].v.Add(d) }
-
-func (c *shardedCounter) sum() int64 {
-	var s int64
-	for i := range c.shards {
-		s += c.shards[i].v.Load()
-	}
-	return s
-}
-
 // Config chooses the allocator's behaviour at creation.
 type Config struct {
 	// Legacy behaves like ext4 before the 2025 scalability series (see the
@@ -117,11 +104,11 @@ type Allocator struct {
 	// now (the state goes at their last close), which stream spreading
 	// keeps apart. Sharded by inode, as pending by group, so that a
 	// truncate and the next allocation write no line shared by all files.
-	streams  shardedCounter
+	streams  *shard.Counter
 	deferred [16]deferShard
-	pending  shardedCounter // clusters freed by uncommitted transactions
+	pending  *shard.Counter // clusters freed by uncommitted transactions
 
-	free     shardedCounter // free clusters on disk (s_freeclusters_counter)
+	free     *shard.Counter // free clusters on disk (s_freeclusters_counter)
 	flexFree []paddedI64
 
 	stats statCounters
@@ -151,15 +138,18 @@ func New(gm Geometry, store Store, cfg Config) (*Allocator, error) {
 		cpus = runtime.GOMAXPROCS(0)
 	}
 	a := &Allocator{
-		geo:     g,
-		store:   store,
-		legacy:  cfg.Legacy,
-		groups:  make([]group, g.groups),
-		lfo:     newOrderIndex(g.numOrders(), g.groups, cfg.Legacy),
-		avg:     newOrderIndex(g.numOrders(), g.groups, cfg.Legacy),
-		free:    newShardedCounter(2 * cpus),
-		streams: newShardedCounter(2 * cpus),
-		pending: newShardedCounter(2 * cpus),
+		geo:    g,
+		store:  store,
+		legacy: cfg.Legacy,
+		groups: make([]group, g.groups),
+		lfo:    newOrderIndex(g.numOrders(), g.groups, cfg.Legacy),
+		avg:    newOrderIndex(g.numOrders(), g.groups, cfg.Legacy),
+		// Free and pending clusters are read approximately on every
+		// allocation's claim (Read), so they fold into their centre.
+		// Streams are counted exactly (Sum), on a stream's goal miss.
+		free:    shard.NewCounter(max(16, 4*cpus), counterBatch, lockstat.AllocCounterFold),
+		pending: shard.NewCounter(max(16, 4*cpus), counterBatch, lockstat.AllocCounterFold),
+		streams: shard.NewCounter(max(16, 4*cpus), math.MaxInt64, lockstat.AllocStreams),
 	}
 	a.zone, _ = store.(SystemZone)
 	a.tun.Store(&t)
@@ -185,7 +175,7 @@ func New(gm Geometry, store Store, cfg Config) (*Allocator, error) {
 				"%d free clusters in a group of %d", free, g.clustersIn(uint32(gi)))
 		}
 		grp.diskFree.Store(free)
-		a.free.add(uint32(gi), int64(free))
+		a.free.Add(uint64(gi), int64(free))
 		a.flexFree[g.flexOf(uint32(gi))].v.Add(int64(free))
 		a.guessUnloaded(grp, uint32(gi), free)
 	}
@@ -301,7 +291,7 @@ func (a *Allocator) markDiskLocked(tx Tx, g *group, gi, start, n uint32, used bo
 		clearRange(g.disk, start, n)
 	}
 	g.diskFree.Store(nf)
-	a.free.add(gi, d)
+	a.free.Add(uint64(gi), d)
 	a.flexFree[a.geo.flexOf(gi)].v.Add(d)
 	lockstat.Count(lockstat.AllocFreeCount)
 	lockstat.Count(lockstat.AllocFlexFree)
@@ -311,7 +301,7 @@ func (a *Allocator) markDiskLocked(tx Tx, g *group, gi, start, n uint32, used bo
 // FreeClusters returns the free clusters on disk: the value for the
 // superblock's free count. It includes preallocated but unused clusters
 // and clusters freed by transactions that have not committed.
-func (a *Allocator) FreeClusters() int64 { return a.free.sum() }
+func (a *Allocator) FreeClusters() int64 { return a.free.Sum() }
 
 // GroupFreeClusters returns group gi's free clusters on disk (its
 // descriptor's count).
@@ -332,7 +322,7 @@ func (a *Allocator) FlexFreeClusters(f uint32) int64 {
 
 // PendingFrees returns the clusters freed by transactions that have not
 // committed yet (kernel: s_mb_free_pending).
-func (a *Allocator) PendingFrees() int64 { return a.pending.sum() }
+func (a *Allocator) PendingFrees() int64 { return a.pending.Sum() }
 
 // Groups returns the number of block groups.
 func (a *Allocator) Groups() uint32 { return a.geo.groups }

@@ -33,7 +33,7 @@ func (a *Allocator) CheckConsistency() error {
 			return fmt.Errorf("flex group %d free counter %d, groups sum to %d", f, got, flex[f])
 		}
 	}
-	if got := a.pending.sum(); got != pending {
+	if got := a.pending.Sum(); got != pending {
 		return fmt.Errorf("pending counter %d, groups hold %d", got, pending)
 	}
 	return nil

@@ -115,7 +115,7 @@ func (a *Allocator) freeInGroup(tx Tx, gi, off, n uint32, flags FreeFlags) error
 			a.publishLocked(g, gi)
 			return fserr.Corrupt(fmt.Sprintf("block bitmap of group %d", gi), "%v", err)
 		}
-		a.pending.add(gi, int64(n))
+		a.pending.Add(uint64(gi), int64(n))
 		lockstat.Count(lockstat.AllocPending)
 		a.registerDeferred(tid, gi)
 	} else if err := g.b.freeRange(off, n); err != nil {
@@ -223,7 +223,7 @@ func (a *Allocator) ReleaseDeferred(tid uint64) error {
 		g.pending = keep
 		a.publishLocked(g, gi)
 		g.mu.Unlock()
-		a.pending.add(gi, -released)
+		a.pending.Add(uint64(gi), -released)
 		lockstat.Count(lockstat.AllocPending)
 	}
 	return firstErr

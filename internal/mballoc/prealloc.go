@@ -3,6 +3,7 @@ package mballoc
 import (
 	"github.com/ext4go/ext4go/internal/lockstat"
 	"github.com/ext4go/ext4go/internal/pad"
+	"github.com/ext4go/ext4go/internal/shard"
 	"math/bits"
 	"slices"
 	"sync"
@@ -84,14 +85,14 @@ type inodeShard struct {
 }
 
 func (a *Allocator) inodeState(ino uint32, create bool) *inodeState {
-	sh := &a.inodes[ino%uint32(len(a.inodes))]
+	sh := &a.inodes[shard.Index(uint64(ino), len(a.inodes))]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	is := sh.m[ino]
 	if is == nil && create {
 		is = &inodeState{}
 		sh.m[ino] = is
-		a.streams.add(ino, 1)
+		a.streams.Add(uint64(ino), 1)
 		lockstat.Count(lockstat.AllocStreams)
 	}
 	return is
@@ -458,7 +459,7 @@ func (a *Allocator) DiscardPreallocations() int {
 // the last close of a file that was written, and before truncating or
 // punching a hole in it.
 func (a *Allocator) DiscardInodePrealloc(ino uint32) {
-	sh := &a.inodes[ino%uint32(len(a.inodes))]
+	sh := &a.inodes[shard.Index(uint64(ino), len(a.inodes))]
 	sh.mu.Lock()
 	is := sh.m[ino]
 	delete(sh.m, ino)
@@ -466,7 +467,7 @@ func (a *Allocator) DiscardInodePrealloc(ino uint32) {
 	if is == nil {
 		return
 	}
-	a.streams.add(ino, -1)
+	a.streams.Add(uint64(ino), -1)
 	lockstat.Count(lockstat.AllocStreams)
 	is.mu.Lock()
 	pas := is.pas

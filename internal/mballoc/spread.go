@@ -35,7 +35,7 @@ func (ac *allocCtx) spreadStream() error {
 	// state goes at the file's last close), so that streams starting
 	// together see each other before any has a preallocation.
 	a.inodeState(ac.ino, true)
-	if a.streams.sum() <= 1 {
+	if a.streams.Sum() <= 1 {
 		return nil // alone, a stream grows where the kernel puts it
 	}
 	need := uint64(ac.g.len) * spreadRoom

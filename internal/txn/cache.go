@@ -3,6 +3,7 @@ package txn
 import (
 	"github.com/ext4go/ext4go/internal/lockstat"
 	"github.com/ext4go/ext4go/internal/pad"
+	"github.com/ext4go/ext4go/internal/shard"
 	"slices"
 	"sync/atomic"
 )
@@ -49,7 +50,7 @@ func (c *cache) init(capacity int) {
 	}
 }
 
-func (c *cache) shard(nr uint64) *cacheShard { return &c.shards[nr%cacheShards] }
+func (c *cache) shard(nr uint64) *cacheShard { return &c.shards[shard.Index(nr, cacheShards)] }
 
 // get returns the buffer of nr pinned, creating an empty (invalid) one if
 // needed. The caller must unpin it.

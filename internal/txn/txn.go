@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"github.com/ext4go/ext4go/internal/lockstat"
 	"github.com/ext4go/ext4go/internal/pad"
+	"github.com/ext4go/ext4go/internal/shard"
 	"io"
 	"slices"
 	"sync"
@@ -215,7 +216,7 @@ type dirtyShard struct {
 	_  [40 * pad.On]byte // keep shards on separate cache lines
 }
 
-func (t *Transaction) shard(nr uint64) *dirtyShard { return &t.dirty[nr%dirtyShards] }
+func (t *Transaction) shard(nr uint64) *dirtyShard { return &t.dirty[shard.Index(nr, dirtyShards)] }
 
 // addDirty records b (block nr) as changed by t.
 func (t *Transaction) addDirty(nr uint64, b *Buffer) {
@@ -364,7 +365,7 @@ func (m *Manager) BeginFor(key uint64) (*Handle, error) {
 			continue
 		}
 		if !t.locked.Load() {
-			c := &t.updates[key%updateShards]
+			c := &t.updates[shard.Index(key, updateShards)]
 			c.n.Add(1)
 			lockstat.Count(lockstat.TxnOpenCount)
 			// Commit sets locked before it reads updates, and we read
