@@ -388,12 +388,7 @@ func (m *Manager) BeginFor(key uint64) (*Handle, error) {
 // commitFull commits t, which reached the hard limit, or waits while
 // another goroutine does.
 func (m *Manager) commitFull(t *Transaction) error {
-	if m.committing.CompareAndSwap(false, true) {
-		err := m.Commit()
-		m.committing.Store(false)
-		m.mu.Lock()
-		m.cond.Broadcast()
-		m.mu.Unlock()
+	if ok, err := m.commitOnce(); ok {
 		return err
 	}
 	m.mu.Lock()
@@ -402,6 +397,22 @@ func (m *Manager) commitFull(t *Transaction) error {
 	}
 	m.mu.Unlock()
 	return nil
+}
+
+// commitOnce commits unless another commitFull or End is committing, and
+// reports whether it did. Ending its turn it wakes the commitFull waiters:
+// a waiter may wait on the next transaction (full already while this
+// commit writes), and nobody else would wake it.
+func (m *Manager) commitOnce() (bool, error) {
+	if !m.committing.CompareAndSwap(false, true) {
+		return false, nil
+	}
+	err := m.Commit()
+	m.committing.Store(false)
+	m.mu.Lock()
+	m.cond.Broadcast()
+	m.mu.Unlock()
+	return true, err
 }
 
 // endUpdate ends one open handle of t, waking a commit waiting for the
@@ -429,16 +440,30 @@ func (m *Manager) checkBlock(nr uint64) error {
 // cached, locked while fn runs, and recorded in the handle's transaction.
 // If fn fails the block is still recorded (fn may have changed it).
 func (h *Handle) Modify(nr uint64, fn func(b []byte) error) error {
-	return h.modify(nr, false, fn)
+	return h.modify(nr, false, 0, fn)
 }
 
 // Create is Modify for a block whose old content does not matter (newly
 // allocated): it starts zeroed and is not read from the device.
 func (h *Handle) Create(nr uint64, fn func(b []byte) error) error {
-	return h.modify(nr, true, fn)
+	return h.modify(nr, true, 0, fn)
 }
 
-func (h *Handle) modify(nr uint64, fresh bool, fn func(b []byte) error) error {
+// ModifySealed is Modify for a writer that leaves the block with a correct
+// checksum under seed (its own encoder computed it): the block is sealed
+// with seed, and ViewSealed need not verify it again (see Buffer.sealed).
+func (h *Handle) ModifySealed(nr uint64, seed uint32, fn func(b []byte) error) error {
+	return h.modify(nr, false, sealOf(seed), fn)
+}
+
+// CreateSealed is Create with ModifySealed's promise.
+func (h *Handle) CreateSealed(nr uint64, seed uint32, fn func(b []byte) error) error {
+	return h.modify(nr, true, sealOf(seed), fn)
+}
+
+func sealOf(seed uint32) uint64 { return 1<<32 | uint64(seed) }
+
+func (h *Handle) modify(nr uint64, fresh bool, seal uint64, fn func(b []byte) error) error {
 	if h.ended {
 		return errors.New("txn: handle already ended")
 	}
@@ -457,6 +482,10 @@ func (h *Handle) modify(nr uint64, fresh bool, fn func(b []byte) error) error {
 		b.valid = true
 	}
 	err = fn(b.data)
+	if err != nil {
+		seal = 0
+	}
+	b.sealed.Store(seal)
 	if b.tx != h.t {
 		b.tx = h.t
 		h.t.addDirty(nr, b)
@@ -536,9 +565,9 @@ func (h *Handle) End() error {
 	t := h.t
 	m.endUpdate(t, h.shard)
 	big := t.ndirty.Load() >= m.maxDirty.Load() && !t.locked.Load() && m.running.Load() == t
-	if big && m.committing.CompareAndSwap(false, true) {
-		defer m.committing.Store(false)
-		return m.Commit()
+	if big {
+		_, err := m.commitOnce()
+		return err
 	}
 	return nil
 }
@@ -551,6 +580,34 @@ func (m *Manager) Read(nr uint64) ([]byte, error) {
 		return nil
 	})
 	return out, err
+}
+
+// ViewSealed is View for a block with a checksum under seed that fn
+// verifies: fn is told whether the block is sealed with seed (verified, or
+// written by ModifySealed, since it last changed), and returns whether it
+// verified the block now, which seals it. Verification then costs once per
+// change of the block rather than once per read, as the kernel's
+// buffer_verified flag does.
+func (m *Manager) ViewSealed(nr uint64, seed uint32, fn func(b []byte, sealed bool) (bool, error)) error {
+	if err := m.checkBlock(nr); err != nil {
+		return err
+	}
+	b, err := m.buffer(nr, true)
+	if err != nil {
+		return err
+	}
+	defer b.unpin()
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	seal := sealOf(seed)
+	sealed := b.sealed.Load() == seal
+	ok, err := fn(b.data, sealed)
+	if ok && !sealed && err == nil {
+		// Writers hold the write lock, so the content fn verified is
+		// still the buffer's.
+		b.sealed.Store(seal)
+	}
+	return err
 }
 
 // View calls fn with block nr's current content, read-locked: fn must not

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 )
 
 // memDev is an in-memory device that counts writes.
@@ -197,5 +198,65 @@ func TestEvictionKeepsDirty(t *testing.T) {
 	}
 	if limit := 2 * m.cache.perShard * cacheShards; total > limit {
 		t.Fatalf("cache holds %d blocks after commit, limit %d", total, limit)
+	}
+}
+
+// gateCommitter holds each commit until release is closed.
+type gateCommitter struct {
+	Committer
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gateCommitter) Commit(tid uint64, blocks []Block, revokes []uint64) error {
+	g.entered <- struct{}{}
+	<-g.release
+	return g.Committer.Commit(tid, blocks, revokes)
+}
+
+// TestFullWaitsForEndCommit: a handle that finds the next transaction full
+// while an End's commit of the previous one is still writing waits for
+// that commit, and is woken when it ends (it used to wait for a wake-up
+// that only commitFull gave, and a journal-bounded workload hung).
+func TestFullWaitsForEndCommit(t *testing.T) {
+	d := &memDev{data: make([]byte, 64*1024)}
+	g := &gateCommitter{Committer: &InPlace{Dev: d, BlockSize: 1024}, entered: make(chan struct{}, 8), release: make(chan struct{})}
+	m := NewManager(d, 1024, 64, g, Options{})
+	m.SetLimits(1, 2)
+	change := func(nr uint64) error {
+		h, err := m.Begin()
+		if err != nil {
+			return err
+		}
+		if err := h.Modify(nr, func(b []byte) error { b[0]++; return nil }); err != nil {
+			return err
+		}
+		return h.End()
+	}
+	endDone := make(chan error, 1)
+	go func() { endDone <- change(1) }() // End commits: soft limit 1
+	<-g.entered
+	// The next transaction fills to the hard limit while that commit
+	// writes, so the next Begin must wait for a commit.
+	if err := change(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := change(3); err != nil {
+		t.Fatal(err)
+	}
+	waiterDone := make(chan error, 1)
+	go func() { waiterDone <- change(4) }()
+	time.Sleep(20 * time.Millisecond) // the waiter reaches commitFull's wait
+	close(g.release)
+	if err := <-endDone; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waiterDone:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a handle waiting for a full transaction was never woken")
 	}
 }
