@@ -123,17 +123,23 @@ func TestBuildKernelWritesMore(t *testing.T) {
 func TestBuildReproducible(t *testing.T) {
 	src := testutil.SourceDir(t)
 	testutil.GenTree(t, src, testutil.TreeSpec{Preset: "large", Seed: 9})
-	// Read every file once first: with relatime the first read moves the
-	// source's atimes, which a build copies.
-	filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			os.ReadFile(p)
-		}
-		if err == nil && d.Type()&fs.ModeSymlink != 0 {
-			os.Readlink(p) // readlink moves a symlink's atime too
-		}
-		return nil
-	})
+	// Read every file and directory first: with relatime a read moves the
+	// source's atimes, which a build copies. Twice, a tick apart: GenTree's
+	// utimes set each ctime to now, and a first read within the same
+	// clock tick leaves atime == ctime, which relatime updates again on
+	// the next read (the build's).
+	for range 2 {
+		filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				os.ReadFile(p)
+			}
+			if err == nil && d.Type()&fs.ModeSymlink != 0 {
+				os.Readlink(p) // readlink moves a symlink's atime too
+			}
+			return nil
+		})
+		time.Sleep(50 * time.Millisecond)
+	}
 	a := buildImage(t, src, nil, 128<<20, 4096)
 	b := buildImage(t, src, nil, 128<<20, 4096)
 	if ha, hb := fileHash(t, a), fileHash(t, b); ha != hb {
