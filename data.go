@@ -43,8 +43,8 @@ func (f *FS) blockReader(what string) func(uint64) ([]byte, error) {
 // and must not keep it.
 func (f *FS) blockViewer(what string) func(uint64, func([]byte) error) error {
 	return func(b uint64, fn func([]byte) error) error {
-		if b >= f.sb.BlocksCount() || (b == 0 && f.blockSize > 1024) {
-			return &CorruptError{What: what, Block: int64(b), Detail: fmt.Sprintf("block number outside the filesystem (%d blocks)", f.sb.BlocksCount())}
+		if err := f.checkMetaBlock(b, what); err != nil {
+			return err
 		}
 		var fnErr error
 		if err := f.tm.View(b, func(p []byte) error { fnErr = fn(p); return nil }); err != nil {
@@ -52,6 +52,50 @@ func (f *FS) blockViewer(what string) func(uint64, func([]byte) error) error {
 		}
 		return fnErr
 	}
+}
+
+// sealedExtentViewer is blockViewer for extent.Tree.Sealed.
+func (f *FS) sealedExtentViewer() extent.SealedView {
+	return func(b uint64, seed uint32, fn func([]byte, bool) (bool, error)) error {
+		if err := f.checkMetaBlock(b, "extent tree block"); err != nil {
+			return err
+		}
+		var fnErr error
+		if err := f.tm.ViewSealed(b, seed, func(p []byte, sealed bool) (bool, error) {
+			var ok bool
+			ok, fnErr = fn(p, sealed)
+			return ok, nil
+		}); err != nil {
+			return fmt.Errorf("read extent tree block: %w", err)
+		}
+		return fnErr
+	}
+}
+
+// readBlockSealed copies block blk into b, as readBlockInto does, and
+// reports whether its extent-tree tail checksum under seed holds: known
+// from the cache's seal, or verified now (and then sealed).
+func (f *FS) readBlockSealed(blk uint64, what string, seed uint32, b []byte) (bool, error) {
+	if err := f.checkMetaBlock(blk, what); err != nil {
+		return false, err
+	}
+	known := false
+	if err := f.tm.ViewSealed(blk, seed, func(data []byte, sealed bool) (bool, error) {
+		copy(b, data)
+		known = sealed || extent.VerifyChecksum(data[:f.blockSize], seed) == nil
+		return known, nil
+	}); err != nil {
+		return false, fmt.Errorf("read %s: %w", what, err)
+	}
+	return known, nil
+}
+
+// checkMetaBlock refuses a metadata block number outside the filesystem.
+func (f *FS) checkMetaBlock(b uint64, what string) error {
+	if b >= f.sb.BlocksCount() || (b == 0 && f.blockSize > 1024) {
+		return &CorruptError{What: what, Block: int64(b), Detail: fmt.Sprintf("block number outside the filesystem (%d blocks)", f.sb.BlocksCount())}
+	}
+	return nil
 }
 
 // hasInlineData reports whether n's data lives in the inode (inline_data).
@@ -89,7 +133,7 @@ func (f *FS) mapState(n *node) *mapState {
 func (f *FS) extentTree(n *node, in *inode.Inode) *extent.Tree {
 	return &extent.Tree{
 		Root: in.Block[:], Read: extent.BlockReader(f.blockReader("extent tree block")),
-		View:      f.viewExtentBlock,
+		View: f.viewExtentBlock, Sealed: f.viewSealedExtentBlock,
 		BlockSize: int(f.blockSize), FirstDataBlock: uint64(f.sb.FirstDataBlock),
 		BlocksCount: f.sb.BlocksCount(), Csum: f.csum && !f.opts.IgnoreChecksums,
 		Seed: inode.Seed(f.seed, n.ino, in.Generation), Ino: n.ino,

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"github.com/ext4go/ext4go/internal/dir"
+	"github.com/ext4go/ext4go/internal/extent"
 	"github.com/ext4go/ext4go/internal/lockstat"
 	"io"
 	"io/fs"
@@ -105,6 +106,7 @@ type FS struct {
 	// The lookups' readers of directory and extent tree blocks, lent
 	// the cached block (blockViewer), made once.
 	viewDirBlock, viewExtentBlock func(blk uint64, fn func(b []byte) error) error
+	viewSealedExtentBlock         extent.SealedView // bound once, as the views above
 	cache                         inodeCache
 	w                             *writer // nil when read-only
 
@@ -220,6 +222,7 @@ func newFS(d dev.Device, opts *Options, reproducible bool) (*FS, error) {
 	f.tm = txn.NewManager(metaDev{d, f}, int(f.blockSize), sb.BlocksCount(), commit, topts)
 	f.viewDirBlock = f.blockViewer("directory block")
 	f.viewExtentBlock = f.blockViewer("extent tree block")
+	f.viewSealedExtentBlock = f.sealedExtentViewer()
 	if err := f.loadGroups(); err != nil {
 		return nil, err
 	}

@@ -95,20 +95,46 @@ func (s *extStore) ReadNode(pblk uint64) ([]byte, error) {
 	return b, nil
 }
 
+// ReadNodeSealed is ReadNode that also says whether the block's tail
+// checksum under seed is known good (extent.SealedStore): the buffer cache
+// remembers a verification until the block changes.
+func (s *extStore) ReadNodeSealed(pblk uint64, seed uint32) ([]byte, bool, error) {
+	if !s.pooled {
+		b, err := s.ReadNode(pblk)
+		return b, false, err
+	}
+	b := getScratch(int(s.f.blockSize))
+	known, err := s.f.readBlockSealed(pblk, "extent tree block", seed, b)
+	if err != nil {
+		putScratch(b)
+		return nil, false, err
+	}
+	s.lent = append(s.lent, b)
+	return b, known, nil
+}
+
 func (s *extStore) WriteNode(pblk uint64, b []byte) error {
 	s.treeChanged()
-	modify := s.h.Modify
-	if s.fresh[pblk] {
-		// Allocated by this change: nothing on disk to read (or fail to).
-		modify = s.h.Create
-	} else if s.undo != nil {
-		s.undo.touched(s.n)
-		modify = s.undo.modify
-	}
-	return modify(pblk, func(dst []byte) error {
+	write := func(dst []byte) error {
 		copy(dst, b)
 		return nil
-	})
+	}
+	// The extent editor writes each block with its tail checksum: the
+	// cache may take it as verified.
+	sealed := s.ext.Csum && s.ext.Store == extent.Store(s)
+	switch {
+	case s.fresh[pblk] && sealed:
+		return s.h.CreateSealed(pblk, s.ext.Seed, write)
+	case s.fresh[pblk]:
+		// Allocated by this change: nothing on disk to read (or fail to).
+		return s.h.Create(pblk, write)
+	case s.undo != nil:
+		s.undo.touched(s.n)
+		return s.undo.modify(pblk, write)
+	case sealed:
+		return s.h.ModifySealed(pblk, s.ext.Seed, write)
+	}
+	return s.h.Modify(pblk, write)
 }
 
 func (s *extStore) AllocNode(goal uint64) (uint64, error) {
@@ -240,7 +266,7 @@ func (f *FS) editor(n *node, in *inode.Inode, s *extStore) fileMap {
 		Root: &in.Block, Store: s, BlockSize: int(f.blockSize),
 		Csum: f.csum, Seed: inode.Seed(f.seed, n.ino, in.Generation), Ino: n.ino,
 		FirstDataBlock: uint64(f.sb.FirstDataBlock), BlocksCount: f.sb.BlocksCount(),
-		View: f.viewExtentBlock,
+		View: f.viewExtentBlock, Sealed: f.viewSealedExtentBlock,
 	}
 	return extentMap{&s.ext}
 }

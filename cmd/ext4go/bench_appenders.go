@@ -45,6 +45,9 @@ func benchAppenders(e *env, c *command, args []string) error {
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
+	if *dirFlag == "" {
+		defer collectLess()() // as bench fallocate2
+	}
 	if fl.NArg() > 0 {
 		return usagef("unexpected argument %q", fl.Arg(0))
 	}

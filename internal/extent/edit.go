@@ -75,6 +75,8 @@ type Editor struct {
 	// View, if set, is given to the Tree view (Tree.View): read-only
 	// lookups through it borrow blocks instead of copying them.
 	View func(blk uint64, fn func(b []byte) error) error
+	// Sealed, if set, is given to the Tree view as Tree.Sealed.
+	Sealed SealedView
 
 	// nodeMax, when set, caps the capacity of new block nodes: tests use
 	// it to reach deep trees with few extents (it must be at least 5).
@@ -137,7 +139,7 @@ func (ed *Editor) Lookup(lblk uint32) (Mapping, error) {
 // NodeInfo.Node must not be kept).
 func (ed *Editor) Tree() *Tree {
 	ed.tree = Tree{
-		store: ed.Store, View: ed.View, lender: ed,
+		store: ed.Store, View: ed.View, Sealed: ed.Sealed, lender: ed,
 		BlockSize:      ed.BlockSize,
 		FirstDataBlock: ed.FirstDataBlock, BlocksCount: ed.BlocksCount,
 		Csum: ed.Csum, Seed: ed.Seed, Ino: ed.Ino,

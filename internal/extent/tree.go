@@ -19,7 +19,11 @@ type Tree struct {
 	// View, if set, serves read-only walks (Lookup, Walk) without a copy
 	// of each block: it calls fn with block blk's bytes, which fn must
 	// not keep. The Editor reads through Read, for a copy to change.
-	View      func(blk uint64, fn func(b []byte) error) error
+	View func(blk uint64, fn func(b []byte) error) error
+	// Sealed, if set, is preferred to View when Csum is: a cache that
+	// remembers verified checksums lets a block's tail be verified once
+	// per change of the block rather than on every read.
+	Sealed    SealedView
 	BlockSize int // filesystem block size, 1024..65536
 
 	// Physical blocks named by the tree must lie after FirstDataBlock
@@ -39,6 +43,20 @@ type Tree struct {
 	// lender, in an Editor's view, lends decoded block nodes from a pool
 	// the Editor takes back when its call ends.
 	lender interface{ lendNode() *Node }
+}
+
+// SealedView calls fn with block blk's bytes, which fn must not keep, and
+// whether their checksum under seed is known good (sealed); fn returns
+// whether it verified them now, so that the cache seals them (kernel:
+// buffer_verified).
+type SealedView func(blk uint64, seed uint32, fn func(b []byte, sealed bool) (bool, error)) error
+
+// SealedStore is a Store that can say, with the copy ReadNode makes,
+// whether the block's checksum under seed is known good; it verifies the
+// tail itself (VerifyChecksum) when it is not known, and reports whether it
+// holds. The Editor then skips its own verification of a sealed block.
+type SealedStore interface {
+	ReadNodeSealed(pblk uint64, seed uint32) (b []byte, sealed bool, err error)
 }
 
 // Mapping is where a file block lives, as Lookup reports it.
@@ -102,7 +120,7 @@ func (t *Tree) decodeRoot(exts []Extent, idxs []Index) (Header, []Extent, []Inde
 // child reads the node idx points to from a parent of depth parentDepth,
 // covering file blocks [idx.Logical, end), and checks it.
 func (t *Tree) child(idx Index, parentDepth uint16, end uint64) (*Node, error) {
-	if t.View == nil {
+	if t.View == nil && (t.Sealed == nil || !t.Csum) {
 		n, _, err := t.readChild(idx, parentDepth, end)
 		return n, err
 	}
@@ -111,12 +129,25 @@ func (t *Tree) child(idx Index, parentDepth uint16, end uint64) (*Node, error) {
 	}
 	var n *Node
 	decoded := false
-	err := t.View(idx.Child, func(b []byte) error {
-		var err error
-		decoded = true
-		n, err = t.decodeChild(idx, parentDepth, end, b)
-		return err
-	})
+	var err error
+	if t.Csum && t.Sealed != nil {
+		err = t.Sealed(idx.Child, t.Seed, func(b []byte, sealed bool) (bool, error) {
+			decoded = true
+			// A tail that does not verify is left for decodeChild to
+			// report, after the structural checks, as without a seal.
+			known := sealed || (len(b) >= t.BlockSize && VerifyChecksum(b[:t.BlockSize], t.Seed) == nil)
+			var err error
+			n, err = t.decodeChildKnown(idx, parentDepth, end, b, known)
+			return known, err
+		})
+	} else {
+		err = t.View(idx.Child, func(b []byte) error {
+			var err error
+			decoded = true
+			n, err = t.decodeChild(idx, parentDepth, end, b)
+			return err
+		})
+	}
 	if err != nil && !decoded {
 		return nil, fmt.Errorf("extent tree of inode %d: reading block %d: %w", t.Ino, idx.Child, err)
 	}
@@ -136,11 +167,18 @@ func (t *Tree) readChild(idx Index, parentDepth uint16, end uint64) (*Node, []by
 	if t.BlockSize < 1024 || t.BlockSize > 65536 {
 		return nil, nil, fmt.Errorf("extent tree of inode %d: bad block size %d", t.Ino, t.BlockSize)
 	}
-	b, err := read(idx.Child)
+	var b []byte
+	var err error
+	known := false
+	if ss, ok := t.store.(SealedStore); ok && t.Read == nil && t.Csum {
+		b, known, err = ss.ReadNodeSealed(idx.Child, t.Seed)
+	} else {
+		b, err = read(idx.Child)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("extent tree of inode %d: reading block %d: %w", t.Ino, idx.Child, err)
 	}
-	n, err := t.decodeChild(idx, parentDepth, end, b)
+	n, err := t.decodeChildKnown(idx, parentDepth, end, b, known)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -150,8 +188,14 @@ func (t *Tree) readChild(idx Index, parentDepth uint16, end uint64) (*Node, []by
 // decodeChild decodes and checks the node idx points to, from its block's
 // bytes b.
 func (t *Tree) decodeChild(idx Index, parentDepth uint16, end uint64, b []byte) (*Node, error) {
+	return t.decodeChildKnown(idx, parentDepth, end, b, false)
+}
+
+// decodeChildKnown is decodeChild that skips the tail's verification when
+// its checksum is known good.
+func (t *Tree) decodeChildKnown(idx Index, parentDepth uint16, end uint64, b []byte, csumKnown bool) (*Node, error) {
 	n := t.newNode()
-	if err := t.decodeChildInto(idx, parentDepth, end, b, n); err != nil {
+	if err := t.decodeChildInto(idx, parentDepth, end, b, n, csumKnown); err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -167,7 +211,7 @@ func (t *Tree) newNode() *Node {
 }
 
 // decodeChildInto is decodeChild into n's storage.
-func (t *Tree) decodeChildInto(idx Index, parentDepth uint16, end uint64, b []byte, n *Node) error {
+func (t *Tree) decodeChildInto(idx Index, parentDepth uint16, end uint64, b []byte, n *Node, csumKnown bool) error {
 	blk := int64(idx.Child)
 	if len(b) < t.BlockSize {
 		return fmt.Errorf("extent tree of inode %d: block %d: read %d bytes, want %d", t.Ino, idx.Child, len(b), t.BlockSize)
@@ -182,7 +226,7 @@ func (t *Tree) decodeChildInto(idx Index, parentDepth uint16, end uint64, b []by
 	if err := t.check(n, blk, idx.Logical, end); err != nil {
 		return err
 	}
-	if t.Csum {
+	if t.Csum && !csumKnown {
 		if err := VerifyChecksum(b, t.Seed); err != nil {
 			return fserr.At(err, blk, t.Ino)
 		}

@@ -16,6 +16,13 @@ type Buffer struct {
 	tx       *Transaction // the transaction that changed it and has not committed, or nil
 	inflight int          // commits writing a frozen copy of it
 
+	// sealed is 1<<32|seed when the content's checksum under seed is
+	// known good (ViewSealed, ModifySealed), 0 otherwise. Every change
+	// stores it under mu's write lock; a viewer seals under the read lock
+	// only what it verified, so a seal always describes the content. A
+	// buffer read from the device starts unsealed.
+	sealed atomic.Uint64
+
 	// pins counts users between cache.get and unpin. It is raised under
 	// the shard lock, so a buffer found unpinned there cannot be handed
 	// out while it is being evicted.
