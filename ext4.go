@@ -485,6 +485,9 @@ type node struct {
 	// in writer.lazyTimes. Changed under mu held exclusively; the
 	// expiry reads it without.
 	timesDirtyAt atomic.Int64
+	// deferTid is the transaction whose commit writes cur into the inode
+	// table (inode_defer.go), 0 if none.
+	deferTid atomic.Uint64
 }
 
 // mapState is a node's block map as built for one inode version.

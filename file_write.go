@@ -379,7 +379,7 @@ func (f *FS) extendSize(n *node, size int64, timesOnly bool) error {
 		in.Size = uint64(size)
 	}
 	in.Mtime, in.Ctime = now, now
-	return f.setInode(h, n, in)
+	return f.setInodeHot(h, n, in)
 }
 
 // writeChunk writes the part of p at pos that one mapping covers: an
@@ -416,7 +416,7 @@ func (f *FS) writeChunk(n *node, p []byte, pos int64, openForWrite bool) (int, b
 			if err := f.addBlocks(in, s.delta); err != nil {
 				return 0, true, err
 			}
-			if err := f.setInode(h, n, in); err != nil {
+			if err := f.setInodeHot(h, n, in); err != nil {
 				return 0, true, err
 			}
 			return int(m), true, nil
@@ -439,7 +439,7 @@ func (f *FS) writeChunk(n *node, p []byte, pos int64, openForWrite bool) (int, b
 	if uint64(pos+m) > in.Size {
 		in.Size = uint64(pos + m)
 	}
-	return int(m), true, f.setInode(h, n, in)
+	return int(m), true, f.setInodeHot(h, n, in)
 }
 
 // mapNew allocates data blocks for req (a hole at req.Logical), lets fill
@@ -670,7 +670,7 @@ func (f *FS) truncate(n *node, size int64) error {
 	in.Size = uint64(size)
 	now := inode.FromTime(f.now())
 	in.Mtime, in.Ctime = now, now
-	return f.setInode(h, n, in)
+	return f.setInodeHot(h, n, in)
 }
 
 // removeBlocksFrom unmaps and frees n's blocks from logical block first
@@ -778,7 +778,7 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 	defer h.End()
 	in := editInode(n)
 	finish(in)
-	return f.setInode(h, n, in)
+	return f.setInodeHot(h, n, in)
 }
 
 // fallocChunk maps the hole at lblk (up to last) with unwritten blocks, or
@@ -819,7 +819,7 @@ func (f *FS) fallocChunk(n *node, lblk, last uint64, finish func(*inode.Inode)) 
 	if done {
 		finish(in)
 	}
-	return uint64(ext.Len), done, f.setInode(h, n, in)
+	return uint64(ext.Len), done, f.setInodeHot(h, n, in)
 }
 
 // punch frees the blocks wholly inside [off, end) and zeros the partial

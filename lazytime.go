@@ -24,7 +24,8 @@ import (
 //   - a real write of another inode in the same inode-table block, which
 //     copies the times of its dirty neighbours into that block in the same
 //     transaction (kernel: ext4_update_other_inodes_time), never waiting
-//     for them (below);
+//     for them (below); on the hot paths that is a file's first change in
+//     a transaction, the one that writes the block (inode_defer.go);
 //   - FS.Sync (all of them), File.Sync (that file's: fsync writes a
 //     dirty-time inode, kernel: ext4_sync_file), FS.Close;
 //   - the periodic commit (Options.CommitInterval) after the times have

@@ -37,6 +37,10 @@ type writer struct {
 	// while holding a descriptor block's buffer.
 	gdMu []groupDescLock
 
+	// deferred holds the nodes whose inodes the running transaction's
+	// commit encodes into the inode table (inode_defer.go).
+	deferred [deferShards]deferShard
+
 	sbMu     lockstat.Mutex[lockstat.MFSSuper]   // protects the superblock fields writers change
 	renameMu sync.Mutex                          // serialises cross-directory renames (kernel: s_vfs_rename_mutex)
 	orphanMu lockstat.Mutex[lockstat.MFSOrphans] // protects the orphan list and fileOrphans
@@ -369,7 +373,12 @@ func (f *FS) prepareWriter() error {
 			f.setError(err)
 		}
 	})
-	f.tm.BeforeFreeze(f.writeDirtyGroupDescs)
+	f.tm.BeforeFreeze(func(h *txn.Handle) error {
+		if err := f.writeDeferredInodes(h); err != nil {
+			return err
+		}
+		return f.writeDirtyGroupDescs(h)
+	})
 	w.groupDescsBatched = true
 	return nil
 }

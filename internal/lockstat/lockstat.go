@@ -47,6 +47,7 @@ const (
 	FSOrphans                    // the orphan list
 	FSInodeCache                 // a shard of the inode cache
 	FSInode                      // one inode's lock
+	FSDeferredInodes             // a shard of the inodes whose table slot the commit re-encodes
 	numSites
 )
 
@@ -97,6 +98,7 @@ var siteInfo = [numSites]struct {
 	FSOrphans:        {"ext4go.FS orphan list lock", Global},
 	FSInodeCache:     {"ext4go inode cache shard", Sharded},
 	FSInode:          {"ext4go node.mu (inode lock)", PerObject},
+	FSDeferredInodes: {"ext4go deferred inode writes[shard]", Sharded},
 }
 
 // Name returns the site's name: the lock or counter as the code calls it.
@@ -143,6 +145,7 @@ type (
 	MFSOrphans     struct{}
 	MFSInodeCache  struct{}
 	MFSInode       struct{}
+	MFSDeferred    struct{}
 )
 
 func (MTxnManager) site() Site    { return TxnManager }
@@ -161,6 +164,7 @@ func (MFSSuper) site() Site       { return FSSuper }
 func (MFSOrphans) site() Site     { return FSOrphans }
 func (MFSInodeCache) site() Site  { return FSInodeCache }
 func (MFSInode) site() Site       { return FSInode }
+func (MFSDeferred) site() Site    { return FSDeferredInodes }
 
 // Marker is implemented by the marker types.
 type Marker interface{ site() Site }

@@ -1,0 +1,277 @@
+package ext4go_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/internal/testutil"
+)
+
+// The hot paths leave all but a file's first inode write of a transaction
+// to the commit (inode_defer.go). These tests try to catch the inode table
+// behind the in-memory inode: a node dropped from the cache before the
+// commit, a freed inode's number reused within the transaction, and
+// commits racing writers, creators and removers of one inode-table block.
+
+func deferImage(t *testing.T) (string, *ext4go.FS) {
+	t.Helper()
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 64<<20, "-t", "ext4", "-N", "16384")
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return image, fsys
+}
+
+func statSize(t *testing.T, fsys *ext4go.FS, name string) int64 {
+	t.Helper()
+	fi, err := fsys.Stat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+func inoOf(t *testing.T, fsys *ext4go.FS, name string) uint32 {
+	t.Helper()
+	fi, err := fsys.Stat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*ext4go.Stat).Ino
+}
+
+// TestDeferredInodeOutlivesCache: a file changed many times in one
+// transaction and then left alone is not re-read from its (older)
+// inode-table slot, however hard the cache is churned before the commit;
+// after the commit the disk has the last change.
+func TestDeferredInodeOutlivesCache(t *testing.T) {
+	image, fsys := deferImage(t)
+	f, err := fsys.Create("hot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 50; i++ {
+		if err := f.Fallocate(0, 0, int64(i)*8192); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Truncate(123457); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("tail"), 200000); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	want := int64(200004)
+	// More nodes than the cache keeps strongly, and collections, so that
+	// an unreferenced node would be dropped and its inode read again.
+	for i := 0; i < 5000; i++ {
+		if err := fsys.WriteFile(fmt.Sprintf("c%d", i), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		runtime.GC()
+	}
+	if got := statSize(t, fsys, "hot"); got != want {
+		t.Fatalf("size before the commit %d, want %d (the node was read again from an older slot)", got, want)
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+	out := testutil.Debugfs(t, image, "stat hot")
+	if !strings.Contains(out, fmt.Sprintf("Size: %d", want)) {
+		t.Fatalf("debugfs does not see the last size %d:\n%s", want, out)
+	}
+	if n := ext4go.StaleWrites(); n != 0 {
+		t.Errorf("%d stale writes", n)
+	}
+}
+
+// TestDeferredInodeFreedAndReused: a file whose inode waits for the commit
+// is removed and its number taken by a new file in the same transaction:
+// the commit writes the new file's inode, not the freed one over it.
+func TestDeferredInodeFreedAndReused(t *testing.T) {
+	image, fsys := deferImage(t)
+	reused := 0
+	for round := 0; round < 20; round++ {
+		old := fmt.Sprintf("old%d", round)
+		f, err := fsys.Create(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i <= 8; i++ {
+			if err := f.Fallocate(0, 0, int64(i)*4096); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ino := inoOf(t, fsys, old)
+		f.Close()
+		if err := fsys.Remove(old); err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("new%d", round)
+		g, err := fsys.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inoOf(t, fsys, name) == ino {
+			reused++
+		}
+		if _, err := g.Write([]byte(name)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Write([]byte("+more")); err != nil {
+			t.Fatal(err)
+		}
+		g.Close()
+		if round%5 == 4 {
+			if err := ext4go.Commit(fsys); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if reused == 0 {
+		t.Log("no inode number was reused within a transaction; the test shows less")
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+	fsys = openImage(t, image)
+	for round := 0; round < 20; round++ {
+		name := fmt.Sprintf("new%d", round)
+		b, err := fsys.ReadFile(name)
+		if err != nil || string(b) != name+"+more" {
+			t.Fatalf("%s reads %q, %v", name, b, err)
+		}
+		if _, err := fsys.Stat(fmt.Sprintf("old%d", round)); !os.IsNotExist(err) {
+			t.Fatalf("old%d: %v", round, err)
+		}
+	}
+	if n := ext4go.StaleWrites(); n != 0 {
+		t.Errorf("%d stale writes", n)
+	}
+	t.Logf("%d of 20 numbers reused within their transaction", reused)
+}
+
+// TestDeferredInodesRacingCommits: writers of files that share
+// inode-table blocks change their sizes while others create and remove
+// files of the same blocks and a goroutine commits without pause, so that
+// first writes, deferred ones and commits interleave every way. At the end
+// e2fsck is clean, no write was refused as stale, and the reopened sizes
+// are the writers' last.
+func TestDeferredInodesRacingCommits(t *testing.T) {
+	image, fsys := deferImage(t)
+	const writers = 6
+	files := make([]*ext4go.File, writers)
+	for i := range files {
+		f, err := fsys.Create(fmt.Sprintf("w%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[i] = f
+	}
+	var final [writers]atomic.Int64
+	var stop atomic.Bool
+	var wg, neighbours sync.WaitGroup
+	errs := make(chan error, writers+4)
+	for i, f := range files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			for k := 0; k < 3000; k++ {
+				var err error
+				size := int64(rng.IntN(64)) * 4096
+				switch rng.IntN(3) {
+				case 0:
+					err = f.Fallocate(0, 0, size+4096)
+					if err == nil && size+4096 > final[i].Load() {
+						final[i].Store(size + 4096)
+					}
+				case 1:
+					err = f.Truncate(size)
+					final[i].Store(size)
+				case 2:
+					_, err = f.WriteAt([]byte{byte(k)}, size)
+					if err == nil && size+1 > final[i].Load() {
+						final[i].Store(size + 1)
+					}
+				}
+				if err != nil {
+					errs <- fmt.Errorf("writer %d: %w", i, err)
+					return
+				}
+			}
+		}()
+	}
+	// Neighbours come and go in the same inode-table blocks.
+	for c := 0; c < 2; c++ {
+		neighbours.Add(1)
+		go func() {
+			defer neighbours.Done()
+			for k := 0; !stop.Load(); k++ {
+				name := fmt.Sprintf("n%d-%d", c, k%8)
+				if k%2 == 0 {
+					if err := fsys.WriteFile(name, []byte(name), 0o644); err != nil {
+						errs <- err
+						return
+					}
+				} else if err := fsys.Remove(fmt.Sprintf("n%d-%d", c, (k-1)%8)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	commits := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for !stop.Load() {
+			if err := ext4go.Commit(fsys); err != nil {
+				errs <- err
+				return
+			}
+			commits++
+		}
+	}()
+	// The writers end first; then the neighbours and the committer.
+	wg.Wait()
+	stop.Store(true)
+	neighbours.Wait()
+	<-done
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		f.Close()
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+	fsys = openImage(t, image)
+	for i := range final {
+		if got, want := statSize(t, fsys, fmt.Sprintf("w%d", i)), final[i].Load(); got != want {
+			t.Errorf("w%d: size %d on disk, the writer left %d", i, got, want)
+		}
+	}
+	if n := ext4go.StaleWrites(); n != 0 {
+		t.Errorf("%d stale writes", n)
+	}
+	t.Logf("%d commits raced the writers", commits)
+}
