@@ -106,3 +106,6 @@ func DropRecentInodes(fsys *FS) {
 // SetLazyTimesLimit sets how many nodes may have dirty times before the
 // periodic committer writes them all (maxLazyTimes by default).
 func SetLazyTimesLimit(fsys *FS, n int) { fsys.w.lazyTimesLimit.Store(int64(n)) }
+
+// BlockCached reports whether the metadata cache holds a buffer of blk.
+func BlockCached(fsys *FS, blk uint64) bool { return fsys.tm.Cached(blk) }

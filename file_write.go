@@ -177,7 +177,13 @@ func (s *extStore) FreeData(pblk uint64, n uint32) error {
 		s.delta -= int64(n)
 		return nil
 	}
-	if err := s.f.freeBlocks(s.h, pblk, uint64(n), 0); err != nil {
+	var err error
+	if s.n != nil && s.n.in() != nil && s.n.in().IsRegular() && !s.n.in().HasFlag(inode.FlagEAInode) {
+		err = s.f.freeFileData(s.h, pblk, uint64(n))
+	} else {
+		err = s.f.freeBlocks(s.h, pblk, uint64(n), 0)
+	}
+	if err != nil {
 		return err
 	}
 	s.delta -= int64(n)

@@ -427,6 +427,17 @@ func (f *FS) freeBlocks(h handle, start, n uint64, flags mballoc.FreeFlags) erro
 	return nil
 }
 
+// freeFileData is freeBlocks for a regular file's data blocks, which the
+// metadata cache never holds (file data goes to the device directly): no
+// buffer to forget, only the revokes (txn.Handle.RevokeUncached).
+func (f *FS) freeFileData(h handle, start, n uint64) error {
+	if err := f.w.balloc.Free(h, start, n, 0); err != nil {
+		return err
+	}
+	h.RevokeUncached(start, n)
+	return nil
+}
+
 // setError records a failure that leaves the on-disk state in doubt.
 func (f *FS) setError(err error) {
 	f.errMu.Lock()

@@ -42,13 +42,18 @@ type groupFields struct {
 	disk               []uint64      // the on-disk bitmap, as told to the Store
 	pending            []pendingFree // freed, waiting for their transaction, sorted by start
 	pas                []*prealloc   // preallocations with space in this group
+	// flexDelta is the change of diskFree not yet added to the flex
+	// group's count (see markDiskLocked).
+	flexDelta int64
 }
 
 // group pads groupFields to whole cache lines so that two groups' locks and
-// counters never share one.
+// counters never share one. The pad is never empty: a zero-size last field
+// makes Go pad the struct (so that its address stays inside it), off the
+// line boundary.
 type group struct {
 	groupFields
-	_ [(cacheLine - unsafe.Sizeof(groupFields{})%cacheLine) % cacheLine * pad.On]byte
+	_ [(cacheLine - unsafe.Sizeof(groupFields{})%cacheLine) * pad.On]byte
 }
 
 type pendingFree struct {
@@ -292,11 +297,22 @@ func (a *Allocator) markDiskLocked(tx Tx, g *group, gi, start, n uint32, used bo
 	}
 	g.diskFree.Store(nf)
 	a.free.Add(uint64(gi), d)
-	a.flexFree[a.geo.flexOf(gi)].v.Add(d)
+	// The flex group's count is shared by all its groups' writers and is
+	// read only to place new directories (Orlov): it takes each group's
+	// changes in batches, as percpu_counter does.
+	g.flexDelta += d
+	if g.flexDelta >= flexBatch || g.flexDelta <= -flexBatch {
+		a.flexFree[a.geo.flexOf(gi)].v.Add(g.flexDelta)
+		g.flexDelta = 0
+		lockstat.Count(lockstat.AllocFlexFree)
+	}
 	lockstat.Count(lockstat.AllocFreeCount)
-	lockstat.Count(lockstat.AllocFlexFree)
 	return nil
 }
+
+// flexBatch is how far a group's free count may run ahead of its flex
+// group's before the change is added there.
+const flexBatch = 256
 
 // FreeClusters returns the free clusters on disk: the value for the
 // superblock's free count. It includes preallocated but unused clusters
@@ -312,7 +328,8 @@ func (a *Allocator) GroupFreeClusters(gi uint32) uint32 {
 	return a.groups[gi].diskFree.Load()
 }
 
-// FlexFreeClusters returns the free clusters on disk of flex group f.
+// FlexFreeClusters returns the free clusters on disk of flex group f, to
+// within flexBatch clusters per group of it.
 func (a *Allocator) FlexFreeClusters(f uint32) int64 {
 	if f >= uint32(len(a.flexFree)) {
 		return 0

@@ -24,6 +24,11 @@ func (a *Allocator) CheckConsistency() error {
 		total += int64(free)
 		pending += p
 		flex[a.geo.flexOf(gi)] += int64(free)
+		// The group's changes the flex count has not taken yet.
+		g := &a.groups[gi]
+		g.mu.Lock()
+		flex[a.geo.flexOf(gi)] -= g.flexDelta
+		g.mu.Unlock()
 	}
 	if got := a.FreeClusters(); got != total {
 		return fmt.Errorf("free clusters counter %d, groups sum to %d", got, total)

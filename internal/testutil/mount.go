@@ -163,21 +163,39 @@ func (m *mounted) release() error {
 // detach runs losetup -d, retrying briefly: udev may still hold the device
 // right after an unmount.
 func detach(dev string) error {
+	sys := filepath.Join("/sys/block", filepath.Base(dev), "loop", "backing_file")
+	backing, _ := os.ReadFile(sys)
 	var r runResult
 	for i := 0; i < 5; i++ {
 		if r = run(findTool("losetup"), "-d", dev); r.exit == 0 {
-			return nil
+			return waitDetached(sys, backing)
 		}
 		// ENXIO: the device is no longer attached, the state wanted. A
 		// detach refused while something briefly had the device open
 		// (a probe after the unmount) turns into auto-clear, and the
 		// device goes by itself.
 		if strings.Contains(r.stderr, "No such device or address") {
-			return nil
+			return waitDetached(sys, backing)
 		}
 		time.Sleep(time.Duration(i+1) * 50 * time.Millisecond)
 	}
 	return errors.New(r.describe("losetup", []string{"-d", dev}))
+}
+
+// waitDetached waits (up to 5 s) until loop device file sys (its
+// backing_file in sysfs) no longer names backing: a detach that turned
+// into auto-clear takes effect only when the last user closes the device,
+// and until then the image counts as in use (a writable open of it is
+// refused). Another attach of the device ends the wait too.
+func waitDetached(sys string, backing []byte) error {
+	for i := 0; i < 100 && len(backing) > 0; i++ {
+		cur, err := os.ReadFile(sys)
+		if err != nil || string(cur) != string(backing) {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
 }
 
 // Mount loop-mounts image (as ext4) on a fresh directory under t.TempDir()

@@ -514,10 +514,18 @@ func (t *Transaction) cancelRevoke(nr uint64) {
 // logged) cannot write the old copy over it (kernel: jbd2_journal_revoke,
 // called by ext4_free_blocks).
 func (h *Handle) Revoke(start, n uint64) {
-	m := h.m
 	for nr := start; nr < start+n; nr++ {
 		h.Forget(nr)
 	}
+	h.RevokeUncached(start, n)
+}
+
+// RevokeUncached is Revoke for blocks the cache holds no buffer of: a
+// regular file's data, which is read and written around the cache (a
+// block that was metadata before was forgotten when it was freed as such).
+// It skips the per-block cache lookups, a truncate's main cost in them.
+func (h *Handle) RevokeUncached(start, n uint64) {
+	m := h.m
 	lg, ok := m.committerNow().(Logger)
 	if !ok {
 		return
@@ -762,4 +770,15 @@ func (m *Manager) Err() error {
 		return *p
 	}
 	return nil
+}
+
+// Cached reports whether the cache holds a buffer of block nr (for tests
+// of what may be cached).
+func (m *Manager) Cached(nr uint64) bool {
+	b := m.cache.lookup(nr)
+	if b == nil {
+		return false
+	}
+	b.unpin()
+	return true
 }
