@@ -22,6 +22,11 @@ package mballoc
 // last block) first tries the blocks after it, so it stays contiguous. On a
 // fresh filesystem there are no holes and nothing changes.
 
+// holeFitWalk bounds the free runs smallestRun walks, in units of the
+// runs it may measure (Tunables.MaxToScan), so that a group cut into very
+// many runs too short for the request costs a bounded walk.
+const holeFitWalk = 4
+
 // holeFit serves a locality-group request from a hole. The caller holds
 // the locality group's lock; group locks are taken one at a time.
 func (ac *allocCtx) holeFit() (bool, error) {
@@ -122,11 +127,11 @@ func (ac *allocCtx) holeFitGoal() (bool, error) {
 
 // smallestRun returns the shortest free run of at least n and fewer than
 // below clusters (the first of them), looking at no more than limit runs
-// that hold n; a run of exactly n ends the search. best is 0 if there is
-// none.
+// that hold n, and no more than holeFitWalk*limit runs in all; a run of
+// exactly n ends the search. best is 0 if there is none.
 func (b *buddy) smallestRun(n, below, limit uint32) (start, best uint32) {
-	seen := uint32(0)
-	for i := nextZero(b.bitmap, b.firstFree, b.nbits); i < b.nbits && seen < limit; {
+	seen, walked := uint32(0), uint32(0)
+	for i := nextZero(b.bitmap, b.firstFree, b.nbits); i < b.nbits && seen < limit && walked < holeFitWalk*limit; walked++ {
 		j := nextOne(b.bitmap, i, b.nbits)
 		if l := j - i; l >= n && l < below {
 			seen++

@@ -54,11 +54,11 @@ func TestHoleFitSmallestHole(t *testing.T) {
 		}
 	}
 	// No hole holds 2 blocks now (1 at 302): a locality-group
-	// preallocation serves it, as the kernel would (512 blocks, aligned:
-	// at 1024).
+	// preallocation serves it, as the kernel would (at 1000, the start of
+	// the run: Tunables.RunStart).
 	e, err := a.Allocate(nil, smallFile(200, 2))
-	if err != nil || e.Start != 1024 {
-		t.Fatalf("no hole left: %+v %v, want a preallocation at 1024", e, err)
+	if err != nil || e.Start != 1000 {
+		t.Fatalf("no hole left: %+v %v, want a preallocation at 1000", e, err)
 	}
 	st := a.Stats()
 	if st.HoleFits != 4 || st.GroupPAHits != 0 || st.Preallocated == 0 {
@@ -74,11 +74,11 @@ func TestHoleFitSmallestHole(t *testing.T) {
 func TestHoleFitOff(t *testing.T) {
 	a := holeFitSetup(t, false)
 	e, err := a.Allocate(nil, smallFile(105, 5))
-	if err != nil || e.Start != 1024 {
-		t.Fatalf("%+v %v, want the preallocation at 1024", e, err)
+	if err != nil || e.Start != 1000 {
+		t.Fatalf("%+v %v, want the preallocation at 1000", e, err)
 	}
-	if f := a.groups[0].fragments.Load(); f != 5 {
-		t.Fatalf("%d free runs, want 5 (3 holes, and the runs before and after the preallocation)", f)
+	if f := a.groups[0].fragments.Load(); f != 4 {
+		t.Fatalf("%d free runs, want 4 (3 holes, and the run after the preallocation)", f)
 	}
 }
 
@@ -93,14 +93,14 @@ func TestHoleFitLeavesLargeRuns(t *testing.T) {
 	if err := a.Free(nil, 100, 600, 0); err != nil { // 600 >= 512
 		t.Fatal(err)
 	}
+	// The 512-block preallocation comes from the run holding the first
+	// free aligned 512-block chunk (2048), at the run's start.
 	e, err := a.Allocate(nil, smallFile(9, 4))
-	if err != nil || e.Start != 2048 {
-		t.Fatalf("%+v %v, want 2048 (from a new, aligned preallocation)", e, err)
+	if err != nil || e.Start != 2000 {
+		t.Fatalf("%+v %v, want 2000 (from a new preallocation)", e, err)
 	}
-	// The aligned preallocation left a 48-block hole before it, which
-	// the next small file fills.
-	if e, err := a.Allocate(nil, smallFile(10, 4)); err != nil || e.Start != 2000 {
-		t.Fatalf("second file: %+v %v, want 2000, the hole before the preallocation", e, err)
+	if e, err := a.Allocate(nil, smallFile(10, 4)); err != nil || e.Start != 2004 {
+		t.Fatalf("second file: %+v %v, want 2004 from the preallocation", e, err)
 	}
 	if n, _ := a.groups[0].b.findExtent(100, 600); n < 600 {
 		t.Fatalf("the 600-block run at 100 was cut: %d free there", n)
@@ -175,5 +175,65 @@ func TestHoleFitChurn(t *testing.T) {
 	}
 	if onRuns*2 > offRuns {
 		t.Fatalf("%d free runs with hole fitting, %d without: want at most half", onRuns, offRuns)
+	}
+}
+
+// TestRunStart: a normalized stream window (a power of two) goes to the
+// start of the free run holding the aligned chunk the power-of-two
+// criterion finds, so closing the file (which gives the window's unused
+// rest back) leaves one free run; aligned as the kernel aligns it, the
+// part of the run before the chunk stays a hole.
+func TestRunStart(t *testing.T) {
+	for _, c := range []struct {
+		runStart bool
+		start    uint64
+		runs     uint32
+	}{{true, 1001, 1}, {false, 1024, 2}} {
+		gm := Geometry{BlockSize: 4096, BlocksPerGroup: 8192, BlocksCount: 4 * 8192}
+		tun := DefaultTunables(1)
+		tun.RunStart = c.runStart
+		tun.HoleFit = false
+		a, _ := newBare(t, gm, Config{CPUs: 1, Tunables: &tun})
+		if _, err := a.Allocate(nil, Request{Len: 1001, Flags: FlagTryGoal}); err != nil {
+			t.Fatal(err)
+		}
+		// 20 blocks of a new file open for writing: a stream, its window
+		// normalized to 128 KiB (32 blocks).
+		e, err := a.Allocate(nil, Request{Inode: 50, Len: 20, Flags: FlagData, OpenForWrite: true})
+		if err != nil || e.Start != c.start || e.Len != 20 {
+			t.Fatalf("RunStart %v: %+v %v, want %d+20", c.runStart, e, err, c.start)
+		}
+		a.DiscardInodePrealloc(50)
+		if f := a.groups[0].fragments.Load(); f != c.runs {
+			t.Fatalf("RunStart %v: %d free runs after close, want %d", c.runStart, f, c.runs)
+		}
+		if err := a.CheckConsistency(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// smallestRun walks a bounded number of runs: behind 2000 one-block runs a
+// 3-block one is found only when the bound reaches it.
+func TestSmallestRunBounded(t *testing.T) {
+	gm := Geometry{BlockSize: 4096, BlocksPerGroup: 8192, BlocksCount: 8192}
+	a, _ := newBare(t, gm, Config{CPUs: 1})
+	if _, err := a.Allocate(nil, Request{Len: 8192}); err != nil {
+		t.Fatal(err)
+	}
+	for b := uint64(0); b < 4000; b += 2 {
+		if err := a.Free(nil, b, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Free(nil, 5000, 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	b := a.groups[0].b
+	if s, n := b.smallestRun(2, 512, 200); n != 0 {
+		t.Fatalf("limit 200: found %d+%d past %d runs", s, n, holeFitWalk*200)
+	}
+	if s, n := b.smallestRun(2, 512, 1000); s != 5000 || n != 3 {
+		t.Fatalf("limit 1000: %d+%d, want 5000+3", s, n)
 	}
 }

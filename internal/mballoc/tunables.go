@@ -60,6 +60,16 @@ type Tunables struct {
 	// allocator.
 	HoleFit       bool
 	HoleFitGroups uint32 // groups HoleFit looks at, from the goal group
+	// RunStart is ext4go's own, not the kernel's: at the power-of-two
+	// criterion (CrPower2Aligned) a data request is placed at the start of
+	// the free run that holds the aligned buddy chunk found, not at the
+	// chunk itself. Normalized requests are powers of two, so the kernel's
+	// placement leaves the part of the run before the chunk as a hole in
+	// front of almost every stream window and locality-group
+	// preallocation; at the run's start none is cut. Off, such requests
+	// are aligned as the kernel aligns them. Never used by the legacy
+	// allocator.
+	RunStart bool
 }
 
 // DefaultTunables returns the kernel's defaults for a filesystem with the
@@ -81,6 +91,7 @@ func DefaultTunables(clusterRatio uint32) Tunables {
 		StreamSpread:          true,
 		HoleFit:               true,
 		HoleFitGroups:         4,
+		RunStart:              true,
 	}
 }
 
