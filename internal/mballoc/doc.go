@@ -63,6 +63,18 @@
 // number, not by CPU. RAID stripe alignment, discard (trim), reserved-root
 // and quota accounting are not done here.
 //
+// Three placement policies are ext4go's own, each a tunable that, off,
+// gives the kernel's placement: Tunables.StreamSpread places concurrent
+// streams apart (spread.go); Tunables.HoleFit serves a small-file
+// (locality-group) request from the smallest hole that holds it before a
+// locality-group preallocation, so that the holes removed and truncated
+// small files leave are filled again instead of piling up (holefit.go);
+// Tunables.RunStart places a power-of-two data request at the start of the
+// free run holding the aligned chunk the power-of-two criterion found, not
+// at the chunk, so that no hole is cut in front of it (scan.go). Aging a
+// filesystem (ext4go bench age) shows what the last two are for: the
+// kernel's placement leaves free space in small pieces.
+//
 // # Legacy configuration
 //
 // Config.Legacy makes the allocator behave like ext4 before the 2025

@@ -180,6 +180,11 @@ func (ac *allocCtx) usePrealloc() (bool, error) {
 	if ac.flags&flagGroupAlloc == 0 {
 		return false, nil
 	}
+	if ac.t.HoleFit && !ac.a.legacy {
+		if ok, err := ac.holeFit(); ok || err != nil {
+			return ok, err
+		}
+	}
 	return ac.useGroupPA()
 }
 

@@ -249,7 +249,10 @@ func (ac *allocCtx) goodGroup(g *group, gi uint32, cr Criterion) bool {
 }
 
 // simpleScan takes the first free buddy chunk of the request's order or
-// above (kernel: ext4_mb_simple_scan_group).
+// above (kernel: ext4_mb_simple_scan_group). With Tunables.RunStart a data
+// request goes to the start of the free run holding that chunk instead (the
+// run holds the chunk, so the request fits from there): the chunk is how
+// the run is found, not where the data goes.
 func (ac *allocCtx) simpleScan(g *group, gi uint32) error {
 	b := g.b
 	for o := ac.order2; o <= b.maxOrder; o++ {
@@ -264,6 +267,9 @@ func (ac *allocCtx) simpleScan(g *group, gi uint32) error {
 		ac.found++
 		ac.crFound[ac.cr]++
 		ac.b = fex{group: gi, start: k << o, len: 1 << o}
+		if ac.t.RunStart && ac.flags&FlagData != 0 && !ac.a.legacy {
+			ac.b.start = prevOneEnd(b.bitmap, k<<o)
+		}
 		return ac.useBestFound(g, gi)
 	}
 	return nil

@@ -50,6 +50,7 @@ type Stats struct {
 	Discarded        uint64 // preallocated clusters given back unused
 	ENOSPCRetries    uint64 // retries after discarding preallocations
 	Spread           uint64 // stream allocations placed by spreading (ext4go's, see Tunables.StreamSpread)
+	HoleFits         uint64 // small-file allocations taken from a hole (ext4go's, see Tunables.HoleFit)
 	Hits             [numCriteria]uint64
 	GroupsConsidered [numCriteria]uint64
 	Failed           [numCriteria]uint64 // passes that found nothing
@@ -60,7 +61,7 @@ type statCounters struct {
 	requests, allocated, success, goals, streamGoals, lenGoals, breaks atomic.Uint64
 	extentsScanned, groupsScanned, trylockMisses, lostChunks, buddies  atomic.Uint64
 	inodePAHits, groupPAHits, preallocated, discarded, enospcRetries   atomic.Uint64
-	spread                                                             atomic.Uint64
+	spread, holeFits                                                   atomic.Uint64
 	hits, considered, failed, crExtents                                [numCriteria]atomic.Uint64
 }
 
@@ -74,7 +75,7 @@ func (a *Allocator) Stats() Stats {
 		TryLockMisses: s.trylockMisses.Load(), LostChunks: s.lostChunks.Load(), Buddies: s.buddies.Load(),
 		InodePAHits: s.inodePAHits.Load(), GroupPAHits: s.groupPAHits.Load(),
 		Preallocated: s.preallocated.Load(), Discarded: s.discarded.Load(), ENOSPCRetries: s.enospcRetries.Load(),
-		Spread: s.spread.Load(),
+		Spread: s.spread.Load(), HoleFits: s.holeFits.Load(),
 	}
 	for i := range numCriteria {
 		out.Hits[i] = s.hits[i].Load()
@@ -104,6 +105,7 @@ func (s Stats) WriteTo(w io.Writer) (int64, error) {
 		s.ExtentsScanned, s.Goals, s.StreamGoals, s.LenGoals, s.Breaks, s.LostChunks)
 	p("\ttrylock_misses: %d\n\tbuddies_generated: %d\n\tpreallocated: %d\n\tdiscarded: %d\n",
 		s.TryLockMisses, s.Buddies, s.Preallocated, s.Discarded)
-	p("\tinode_pa_hits: %d\n\tgroup_pa_hits: %d\n\tenospc_retries: %d\n\tstream_spread: %d\n", s.InodePAHits, s.GroupPAHits, s.ENOSPCRetries, s.Spread)
+	p("\tinode_pa_hits: %d\n\tgroup_pa_hits: %d\n\tenospc_retries: %d\n\tstream_spread: %d\n\thole_fits: %d\n",
+		s.InodePAHits, s.GroupPAHits, s.ENOSPCRetries, s.Spread, s.HoleFits)
 	return n, nil
 }

@@ -50,6 +50,26 @@ type Tunables struct {
 	// contiguously (see spread.go). Off, streams are placed as the kernel
 	// places them. Never used by the legacy allocator.
 	StreamSpread bool
+	// HoleFit is ext4go's own, not the kernel's: a small-file
+	// (locality-group) allocation is first taken from the smallest free
+	// run that holds it and is shorter than GroupPrealloc, in the
+	// HoleFitGroups groups from its goal, before a locality-group
+	// preallocation is used; one right after the file's last block takes
+	// that block if it is free (see holefit.go). Off, small files are
+	// placed as the kernel places them. Never used by the legacy
+	// allocator.
+	HoleFit       bool
+	HoleFitGroups uint32 // groups HoleFit looks at, from the goal group
+	// RunStart is ext4go's own, not the kernel's: at the power-of-two
+	// criterion (CrPower2Aligned) a data request is placed at the start of
+	// the free run that holds the aligned buddy chunk found, not at the
+	// chunk itself. Normalized requests are powers of two, so the kernel's
+	// placement leaves the part of the run before the chunk as a hole in
+	// front of almost every stream window and locality-group
+	// preallocation; at the run's start none is cut. Off, such requests
+	// are aligned as the kernel aligns them. Never used by the legacy
+	// allocator.
+	RunStart bool
 }
 
 // DefaultTunables returns the kernel's defaults for a filesystem with the
@@ -69,6 +89,9 @@ func DefaultTunables(clusterRatio uint32) Tunables {
 		BestAvailMaxTrimOrder: 3,
 		OptimizeScan:          OptimizeScanAuto,
 		StreamSpread:          true,
+		HoleFit:               true,
+		HoleFitGroups:         4,
+		RunStart:              true,
 	}
 }
 
