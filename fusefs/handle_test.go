@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -94,10 +95,20 @@ func TestMountFileHandles(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "d", "link")); err != nil {
 		t.Fatal(err)
 	}
-	dropInodes()
-	fd, err := unix.OpenByHandleAt(mountFD, handles["d/link"], unix.O_RDONLY)
-	if err == nil {
-		unix.Close(fd)
+	// The kernel lets go of the inode (and the server of its node, on
+	// FORGET) asynchronously after the drop: a loaded machine may answer
+	// from the kernel's cache once or twice before the handle goes stale.
+	for try := 0; try < 20; try++ {
+		dropInodes()
+		var fd int
+		fd, err = unix.OpenByHandleAt(mountFD, handles["d/link"], unix.O_RDONLY)
+		if err == nil {
+			unix.Close(fd)
+		}
+		if errors.Is(err, syscall.ESTALE) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if !errors.Is(err, syscall.ESTALE) {
 		t.Errorf("open_by_handle_at of a removed file: %v, want ESTALE", err)
