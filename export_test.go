@@ -109,3 +109,6 @@ func SetLazyTimesLimit(fsys *FS, n int) { fsys.w.lazyTimesLimit.Store(int64(n)) 
 
 // BlockCached reports whether the metadata cache holds a buffer of blk.
 func BlockCached(fsys *FS, blk uint64) bool { return fsys.tm.Cached(blk) }
+
+// Commits is the number of transactions handed to the committer so far.
+func Commits(fsys *FS) int64 { return fsys.tm.Commits() }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ext4go/ext4go"
 	"github.com/ext4go/ext4go/internal/testutil"
@@ -274,4 +275,79 @@ func TestDeferredInodesRacingCommits(t *testing.T) {
 		t.Errorf("%d stale writes", n)
 	}
 	t.Logf("%d commits raced the writers", commits)
+}
+
+// TestPendingFreesKickCommit: freeing a large share of the free space,
+// which stays unusable until its transaction commits, commits early
+// rather than at the next periodic commit (kickIfPending), and a workload
+// of truncates and refills keeps its files in one extent.
+func TestPendingFreesKickCommit(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 256<<20, "-t", "ext4", "-b", "4096")
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, CommitInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := fsys.Create("big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Fallocate(0, 0, 128<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := ext4go.Commit(fsys); err != nil {
+		t.Fatal(err)
+	}
+	before := ext4go.Commits(fsys)
+	if err := f.Truncate(0); err != nil { // frees 128 MiB of about 240
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for ext4go.Commits(fsys) == before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ext4go.Commits(fsys) == before {
+		t.Fatal("freeing 128 of 240 MiB did not commit before the hourly commit")
+	}
+	// Truncate and refill, two files side by side: with the frees made
+	// usable early, each fill stays one extent nearly always.
+	var wg sync.WaitGroup
+	multi := make([]int, 2)
+	for i := range multi {
+		g, err := fsys.Create(fmt.Sprintf("fill%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer g.Close()
+			for round := 0; round < 200; round++ {
+				for off := int64(0); off < 4<<20; off += 64 << 10 {
+					if err := g.Fallocate(0, off, 64<<10); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				if exts, _ := g.Extents(); len(exts) > 4 {
+					multi[i]++
+				}
+				if err := g.Truncate(0); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, n := range multi {
+		if n > 20 {
+			t.Errorf("fill%d: %d of 200 fills in more than 4 extents", i, n)
+		}
+	}
+	f.Close()
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
 }

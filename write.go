@@ -73,8 +73,12 @@ type writer struct {
 	// (Options.Lazytime); flushTimes asks the periodic committer to
 	// write them all now (more than lazyTimesLimit wait: maxLazyTimes,
 	// less in tests).
-	lazyTimes      lazyTimes
-	flushTimes     chan struct{}
+	lazyTimes  lazyTimes
+	flushTimes chan struct{}
+	// kickCommit asks the periodic committer for a commit now: the
+	// clusters freed by the running transaction, unusable until it
+	// commits, have grown large against the free space (kickIfPending).
+	kickCommit     chan struct{}
 	lazyTimesLimit atomic.Int64
 	// neighbourCopies and neighbourSkips count the neighbours whose lazy
 	// times a write carried, and those it left because they were busy.
@@ -295,6 +299,11 @@ func (f *FS) startCommits() {
 					f.setError(err)
 					return
 				}
+			case <-w.kickCommit:
+				if err := f.tm.Commit(); err != nil {
+					f.setError(err)
+					return
+				}
 			}
 		}
 	}()
@@ -319,7 +328,7 @@ func (f *FS) prepareWriter() error {
 	}
 	sb := f.sb
 	w := &writer{gdMu: make([]groupDescLock, len(f.groups)), fileOrphans: map[*node]struct{}{},
-		flushTimes: make(chan struct{}, 1)}
+		flushTimes: make(chan struct{}, 1), kickCommit: make(chan struct{}, 1)}
 	w.lazyTimesLimit.Store(maxLazyTimes)
 	if sb.HasCompat(super.CompatOrphanFile) {
 		of, err := f.loadOrphanFile()
@@ -424,7 +433,25 @@ func (f *FS) freeBlocks(h handle, start, n uint64, flags mballoc.FreeFlags) erro
 		return err
 	}
 	h.Revoke(start, n)
+	f.kickIfPending()
 	return nil
+}
+
+// kickIfPending asks the committer for an early commit when the clusters
+// freed but held until the running transaction commits reach a quarter
+// of the free ones (both read approximately, from their counters'
+// centres). A workload that frees as fast as it allocates (truncate and
+// refill, fallocate2) otherwise fills the filesystem with frees waiting
+// for the 5 s commit, and every allocation meanwhile takes scraps: files
+// written side by side came out in dozens of extents (kernel: jbd2 commits
+// early as its journal fills, and ext4_should_retry_alloc on ENOSPC).
+func (f *FS) kickIfPending() {
+	if f.w.balloc.PendingPressure(4) {
+		select {
+		case f.w.kickCommit <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // freeFileData is freeBlocks for a regular file's data blocks, which the
@@ -435,6 +462,7 @@ func (f *FS) freeFileData(h handle, start, n uint64) error {
 		return err
 	}
 	h.RevokeUncached(start, n)
+	f.kickIfPending()
 	return nil
 }
 

@@ -341,6 +341,15 @@ func (a *Allocator) FlexFreeClusters(f uint32) int64 {
 // committed yet (kernel: s_mb_free_pending).
 func (a *Allocator) PendingFrees() int64 { return a.pending.Sum() }
 
+// PendingPressure reports, from one load of each counter's centre
+// (approximate), whether the clusters freed by uncommitted transactions
+// are at least 1/frac of the free clusters they are counted in: the point
+// where a commit, which makes them allocatable, is worth its cost.
+func (a *Allocator) PendingPressure(frac int64) bool {
+	p := a.pending.Read()
+	return p > 0 && p*frac >= a.free.Read()
+}
+
 // Groups returns the number of block groups.
 func (a *Allocator) Groups() uint32 { return a.geo.groups }
 
