@@ -343,14 +343,14 @@ func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite bool) (int, erro
 		inodeWritten = true
 	}
 	done := 0
-	retried := false
+	retries := 0
 	for done < len(p) {
 		pos := off + int64(done)
 		m, wrote, err := f.writeChunk(n, p[done:], pos, openForWrite)
 		inodeWritten = inodeWritten || wrote
 		done += m
-		if err != nil && m == 0 && !retried && f.retryAfterCommit(err) {
-			retried = true
+		if err != nil && m == 0 && retries < maxAllocRetries && f.retryAfterCommit(err) {
+			retries++
 			continue
 		}
 		if err != nil {
@@ -761,11 +761,11 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 			in.Mtime = in.Ctime
 		}
 	}
-	retried, finished := false, false
+	retries, finished := 0, false
 	for lblk := first; lblk <= last; {
 		adv, done, err := f.fallocChunk(n, lblk, last, finish)
-		if err != nil && !retried && f.retryAfterCommit(err) {
-			retried = true
+		if err != nil && retries < maxAllocRetries && f.retryAfterCommit(err) {
+			retries++
 			continue
 		}
 		if err != nil {

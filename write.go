@@ -487,11 +487,18 @@ func (f *FS) retryAfterCommit(err error) bool {
 	return f.tm.Commit() == nil
 }
 
-// retryAlloc runs op, and once more after a commit when retryAfterCommit
-// says so. op must leave nothing changed when it fails.
+// maxAllocRetries bounds the commits an allocation that ran out of space
+// makes and tries again after (kernel: ext4_should_retry_alloc's 3): other
+// writers freeing and refilling as fast as commits release their frees may
+// take what one commit gave before the retry gets to it.
+const maxAllocRetries = 3
+
+// retryAlloc runs op, and again after a commit while retryAfterCommit
+// says so, up to maxAllocRetries times. op must leave nothing changed
+// when it fails.
 func (f *FS) retryAlloc(op func() error) error {
 	err := op()
-	if err != nil && f.retryAfterCommit(err) {
+	for retries := 0; err != nil && retries < maxAllocRetries && f.retryAfterCommit(err); retries++ {
 		err = op()
 	}
 	return err
