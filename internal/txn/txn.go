@@ -597,16 +597,11 @@ func (m *Manager) Read(nr uint64) ([]byte, error) {
 // change of the block rather than once per read, as the kernel's
 // buffer_verified flag does.
 func (m *Manager) ViewSealed(nr uint64, seed uint32, fn func(b []byte, sealed bool) (bool, error)) error {
-	if err := m.checkBlock(nr); err != nil {
-		return err
-	}
-	b, err := m.buffer(nr, true)
+	b, err := m.readLocked(nr)
 	if err != nil {
 		return err
 	}
-	defer b.unpin()
-	b.mu.RLock()
-	defer b.mu.RUnlock()
+	defer b.readUnlock()
 	seal := sealOf(seed)
 	sealed := b.sealed.Load() == seal
 	ok, err := fn(b.data, sealed)
@@ -621,17 +616,32 @@ func (m *Manager) ViewSealed(nr uint64, seed uint32, fn func(b []byte, sealed bo
 // View calls fn with block nr's current content, read-locked: fn must not
 // keep or change b.
 func (m *Manager) View(nr uint64, fn func(b []byte) error) error {
-	if err := m.checkBlock(nr); err != nil {
-		return err
-	}
-	b, err := m.buffer(nr, true)
+	b, err := m.readLocked(nr)
 	if err != nil {
 		return err
 	}
-	defer b.unpin()
-	b.mu.RLock()
-	defer b.mu.RUnlock()
+	defer b.readUnlock()
 	return fn(b.data)
+}
+
+// readLocked returns block nr's buffer, valid, pinned and read-locked; the
+// caller ends with readUnlock.
+func (m *Manager) readLocked(nr uint64) (*Buffer, error) {
+	if err := m.checkBlock(nr); err != nil {
+		return nil, err
+	}
+	b, err := m.buffer(nr, true)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.RLock()
+	return b, nil
+}
+
+// readUnlock ends readLocked.
+func (b *Buffer) readUnlock() {
+	b.mu.RUnlock()
+	b.unpin()
 }
 
 // buffer returns the cached buffer of block nr, pinned, reading it from the
