@@ -242,6 +242,22 @@ func (a *Allocator) lockLoaded(gi uint32) (*group, error) {
 	return g, nil
 }
 
+// tryLockLoaded takes group gi's lock if it is free and loads the group
+// if needed; it reports false, holding nothing, when the lock is busy or
+// the group cannot be loaded (the scanners that try groups pass over it).
+func (a *Allocator) tryLockLoaded(g *group, gi uint32) bool {
+	if !g.mu.TryLock() {
+		return false
+	}
+	if !g.loaded.Load() {
+		if err := a.loadLocked(g, gi); err != nil {
+			g.mu.Unlock()
+			return false
+		}
+	}
+	return true
+}
+
 // publishLocked copies a group's buddy counters to its lock-free fields and
 // refiles it in the order indexes (kernel: mb_set_largest_free_order,
 // mb_update_avg_fragment_size).

@@ -55,14 +55,8 @@ func (ac *allocCtx) holeFit() (bool, error) {
 		if g.corrupt.Load() || g.free.Load() < n || g.fragments.Load() < 2 || (fs >= 4 && gi%fs == 0) {
 			continue
 		}
-		if !g.mu.TryLock() {
+		if !a.tryLockLoaded(g, gi) {
 			continue
-		}
-		if !g.loaded.Load() {
-			if err := a.loadLocked(g, gi); err != nil {
-				g.mu.Unlock()
-				continue
-			}
 		}
 		var start uint32
 		var best uint32
@@ -96,15 +90,10 @@ func (ac *allocCtx) holeFitGoal() (bool, error) {
 		return false, nil
 	}
 	g := &a.groups[gi]
-	if g.corrupt.Load() || g.free.Load() < ac.o.len || !g.mu.TryLock() {
+	if g.corrupt.Load() || g.free.Load() < ac.o.len || !a.tryLockLoaded(g, gi) {
 		return false, nil
 	}
 	defer g.mu.Unlock()
-	if !g.loaded.Load() {
-		if err := a.loadLocked(g, gi); err != nil {
-			return false, nil
-		}
-	}
 	if g.corrupt.Load() || ac.g.start >= g.b.nbits {
 		return false, nil
 	}

@@ -65,14 +65,8 @@ func (ac *allocCtx) spreadStream() error {
 		if g.loaded.Load() && (int(g.largest.Load()) < minOrder || (best.ok && (g.free.Load() <= best.n || uint64(1)<<(g.largest.Load()+2) <= uint64(best.n)))) {
 			continue
 		}
-		if !g.mu.TryLock() {
+		if !a.tryLockLoaded(g, gi) {
 			continue
-		}
-		if !g.loaded.Load() {
-			if err := a.loadLocked(g, gi); err != nil {
-				g.mu.Unlock()
-				continue
-			}
 		}
 		if start, n := g.b.largestRun(); !g.corrupt.Load() && uint64(n) >= need && n > best.n {
 			best.gi, best.start, best.n, best.ok = gi, start, n, true
