@@ -138,18 +138,6 @@ func (ed *Editor) Lookup(lblk uint32) (Mapping, error) {
 // next Insert, Remove, Convert, Neighbours or Lookup returns (Walk's
 // NodeInfo.Node must not be kept).
 func (ed *Editor) Tree() *Tree {
-	t := &ed.tree
-	// Rebuilt only when the Editor's fields moved: the hot paths ask for
-	// the view several times an operation, and rewriting its pointers
-	// (write barriers while the collector runs) cost more than the rest
-	// of the call. View and Sealed, which cannot be compared, are taken
-	// as they were at the first call: set them before it.
-	if t.lender == ed && t.store == ed.Store && t.BlockSize == ed.BlockSize &&
-		t.FirstDataBlock == ed.FirstDataBlock && t.BlocksCount == ed.BlocksCount &&
-		t.Csum == ed.Csum && t.Seed == ed.Seed && t.Ino == ed.Ino &&
-		(ed.Root == nil) == (t.Root == nil) && (ed.Root == nil || &t.Root[0] == &ed.Root[0]) {
-		return t
-	}
 	ed.tree = Tree{
 		store: ed.Store, View: ed.View, Sealed: ed.Sealed, lender: ed,
 		BlockSize:      ed.BlockSize,
