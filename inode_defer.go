@@ -80,13 +80,8 @@ func (f *FS) setInodeHot(h handle, n *node, in *inode.Inode) error {
 	// nothing else reads them from Raw (the in-inode xattrs, which it
 	// holds, are current). Published, it is no one's to change.
 	in.RawOwned = false
-	old := n.in()
-	n.cur.Store(in)
-	// The commit writes these times with the rest.
-	f.timesWritten(blk, off, n)
-	if n.treeChanged.Swap(false) || old.Block != in.Block || old.Flags != in.Flags || old.Size != in.Size {
-		n.mapping.Store(nil)
-	}
+	// Recorded for the inode table: the commit writes it, times included.
+	f.publishInode(n, n.in(), in, blk, off)
 	return nil
 }
 
@@ -100,19 +95,17 @@ func (f *FS) writeDeferredInodes(h *txn.Handle) error {
 		nodes := s.nodes
 		s.nodes = nil
 		s.mu.Unlock()
-		for j, n := range nodes {
+		for _, n := range nodes {
 			if err := f.reencodeInode(h, n); err != nil {
 				return err
 			}
-			nodes[j] = nil
 		}
 		if cap(nodes) <= 1024 {
-			// Reuse the slice unless another registered meanwhile (no
-			// one can: no handle is open).
+			// The slice serves the next transaction; no one registers
+			// meanwhile (that takes an open handle).
+			clear(nodes)
 			s.mu.Lock()
-			if s.nodes == nil {
-				s.nodes = nodes[:0]
-			}
+			s.nodes = nodes[:0]
 			s.mu.Unlock()
 		}
 	}

@@ -980,6 +980,15 @@ func (f *FS) setInode(h handle, n *node, in *inode.Inode) error {
 	if err != nil {
 		return err
 	}
+	f.publishInode(n, old, in, blk, off)
+	return nil
+}
+
+// publishInode makes in, which replaces old, n's inode for every reader,
+// once it is recorded for the inode table (at blk, byte off): its times
+// are no longer dirty, and a block map built from old goes. n.mu is held
+// exclusively.
+func (f *FS) publishInode(n *node, old, in *inode.Inode, blk uint64, off int) {
 	n.cur.Store(in)
 	if f.w != nil {
 		f.timesWritten(blk, off, n)
@@ -989,7 +998,6 @@ func (f *FS) setInode(h handle, n *node, in *inode.Inode) error {
 	if n.treeChanged.Swap(false) || old == nil || old.Block != in.Block || old.Flags != in.Flags || old.Size != in.Size {
 		n.mapping.Store(nil)
 	}
-	return nil
 }
 
 // editInode copies n's inode for a change, with its own Raw, in one
