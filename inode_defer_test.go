@@ -351,3 +351,57 @@ func TestPendingFreesKickCommit(t *testing.T) {
 	}
 	testutil.RequireFsckClean(t, image)
 }
+
+// TestAllocRetriesAfterCommits: an allocation that runs out of space while
+// frees wait for their commit commits and tries again, up to three times
+// (kernel: ext4_should_retry_alloc): here every failed try sees another
+// file's blocks freed into the running transaction, as a concurrent
+// truncate would free them, and the third retry succeeds.
+func TestAllocRetriesAfterCommits(t *testing.T) {
+	image, fsys := deferImage(t)
+	var others []*ext4go.File
+	for i := 0; i < 3; i++ {
+		o, err := fsys.Create(fmt.Sprintf("other%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Fallocate(0, 0, 256<<10); err != nil {
+			t.Fatal(err)
+		}
+		others = append(others, o)
+	}
+	if err := ext4go.Commit(fsys); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fsys.Create("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fails := 0
+	ext4go.SetFault(fsys, func(kind string) bool {
+		if kind != "block" || fails == len(others) {
+			return false
+		}
+		// Blocks freed in the running transaction, and no space now.
+		if err := others[fails].Truncate(0); err != nil {
+			t.Error(err)
+		}
+		fails++
+		return true
+	})
+	err = f.Fallocate(0, 0, 64<<10)
+	ext4go.SetFault(fsys, nil)
+	if err != nil {
+		t.Fatalf("fallocate after %d failed tries: %v", fails, err)
+	}
+	if fails != 3 {
+		t.Fatalf("%d failed tries, want 3", fails)
+	}
+	for _, o := range append(others, f) {
+		o.Close()
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+}
