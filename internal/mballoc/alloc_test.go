@@ -2,6 +2,7 @@ package mballoc
 
 import (
 	"errors"
+	"fmt"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -165,4 +166,50 @@ func TestErrors(t *testing.T) {
 	if err := a2.Free(nil, 0, 1, 0); err == nil {
 		t.Fatal("freeing the superblock succeeded")
 	}
+}
+
+// The flex group's free count takes its groups' changes in batches: it is
+// never further from their sum than flexBatch per group, and catches up
+// (allocations of many small pieces, then frees).
+func TestFlexFreeBatched(t *testing.T) {
+	gm := Geometry{BlockSize: 4096, BlocksPerGroup: 8192, BlocksCount: 8 * 8192, LogGroupsPerFlex: 2}
+	a, _ := newBare(t, gm, Config{CPUs: 1})
+	sum := func(f uint32) int64 {
+		var s int64
+		for gi := f * 4; gi < min(f*4+4, a.Groups()); gi++ {
+			s += int64(a.GroupFreeClusters(gi))
+		}
+		return s
+	}
+	check := func(when string) {
+		t.Helper()
+		for f := uint32(0); f < 2; f++ {
+			got, want := a.FlexFreeClusters(f), sum(f)
+			if d := got - want; d > 4*flexBatch || d < -4*flexBatch {
+				t.Fatalf("%s: flex group %d counts %d free, its groups %d", when, f, got, want)
+			}
+		}
+		if err := a.CheckConsistency(); err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+	}
+	check("fresh")
+	var got []Extent
+	for i := 0; i < 3000; i++ {
+		e, err := a.Allocate(nil, Request{Inode: uint32(i % 7), Len: 3, Goal: uint64(i*7) % gm.BlocksCount})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e)
+		if i%500 == 0 {
+			check(fmt.Sprintf("after %d allocations", i))
+		}
+	}
+	check("allocated")
+	for _, e := range got {
+		if err := a.Free(nil, e.Start, uint64(e.Len), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("freed")
 }
