@@ -188,7 +188,12 @@ func (f *FS) groupCounts(g uint32) (flags uint16, freeClusters, freeInodes uint3
 		defer f.w.gdMu[g].Unlock()
 	}
 	gd := f.groups[g]
-	return gd.Flags, gd.FreeBlocksCount, gd.FreeInodesCount
+	freeClusters = gd.FreeBlocksCount
+	if f.w != nil && f.w.bitmapsBatched {
+		// The descriptor takes the allocator's count at commit.
+		freeClusters = f.w.balloc.GroupFreeClusters(g)
+	}
+	return gd.Flags, freeClusters, gd.FreeInodesCount
 }
 
 // journalBlocks returns the blocks of the internal journal's inode as
@@ -308,7 +313,9 @@ func (f *FS) scanFree(fn func(g uint32, start, length uint64) error) error {
 // initialising it would write, else the current block, its checksum
 // verified. On a writable filesystem the copy is taken under the bitmap
 // buffer's lock and the descriptor's (the order UpdateBlockBitmap takes
-// them in), so it is one state of the group.
+// them in), so it is one state of the group, and the clusters of a group
+// the block allocator has loaded are the allocator's copy, which the
+// running transaction's commit writes into the buffer.
 func (f *FS) blockBitmapCopy(g uint32) ([]byte, error) {
 	sb := f.sb
 	b := make([]byte, f.blockSize)
@@ -354,6 +361,15 @@ func (f *FS) blockBitmapCopy(g uint32) ([]byte, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	if f.w != nil && f.w.bitmapsBatched {
+		// The running transaction's later changes of a loaded group are
+		// in the allocator's copy until its commit writes them into the
+		// buffer (writeDirtyBlockBitmaps); the buffer's checksum was
+		// verified when the allocator loaded the group.
+		if _, ok := f.w.balloc.CopyDiskBitmap(g, b); ok {
+			return b, nil
+		}
 	}
 	if verr != nil {
 		return nil, fserr.At(verr, int64(blk), 0)

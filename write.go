@@ -68,6 +68,9 @@ type writer struct {
 	// groupDescsBatched: descriptors reach their blocks at commit
 	// (writeGroupDesc), once the commit hook that does it is set.
 	groupDescsBatched bool
+	// bitmapsBatched: block bitmaps changed again in a transaction reach
+	// their buffers at its commit (writeDirtyBlockBitmaps).
+	bitmapsBatched bool
 
 	// lazyTimes are the nodes whose timestamps wait in memory
 	// (Options.Lazytime); flushTimes asks the periodic committer to
@@ -98,7 +101,15 @@ type groupDescLock struct {
 	// descDirty: f.groups[g] changed since its descriptor was last
 	// encoded into its block (writeGroupDesc).
 	descDirty atomic.Bool
-	_         [44 * pad.On]byte
+	// bitmapTx is the transaction whose handle last wrote the group's
+	// block bitmap into its buffer; bitmapDirty says that changes made
+	// since in that transaction are only in the block allocator's copy
+	// and reach the buffer, the free count and the checksums at its
+	// commit (writeDirtyBlockBitmaps). Both change under the allocator's
+	// lock of the group, which every UpdateBlockBitmap holds.
+	bitmapTx    atomic.Uint64
+	bitmapDirty atomic.Bool
+	_           [23 * pad.On]byte
 }
 
 // handle is a transaction handle as the allocators see it.
@@ -386,9 +397,13 @@ func (f *FS) prepareWriter() error {
 		if err := f.writeDeferredInodes(h); err != nil {
 			return err
 		}
+		if err := f.writeDirtyBlockBitmaps(h); err != nil {
+			return err
+		}
 		return f.writeDirtyGroupDescs(h)
 	})
 	w.groupDescsBatched = true
+	w.bitmapsBatched = true
 	return nil
 }
 
@@ -747,8 +762,19 @@ func (s blockStore) UpdateBlockBitmap(tx mballoc.Tx, g, start, count uint32, use
 		defer h.End()
 	}
 	gd := f.groups[g]
-	return h.Modify(gd.BlockBitmap, func(b []byte) error {
-		gdl := &f.w.gdMu[g]
+	gdl := &f.w.gdMu[g]
+	tid := h.TID()
+	if !own && f.w.bitmapsBatched && gdl.bitmapTx.Load() == tid {
+		// The buffer is in this transaction already: the commit copies
+		// the allocator's bitmap into it once (jbd2's one dirty buffer
+		// for many changes). Files streaming side by side in one group
+		// shared the buffer's lock and lines, and a crc, on every change.
+		if !gdl.bitmapDirty.Load() {
+			gdl.bitmapDirty.Store(true)
+		}
+		return nil
+	}
+	err = h.Modify(gd.BlockBitmap, func(b []byte) error {
 		gdl.Lock()
 		defer gdl.Unlock()
 		if gd.Flags&super.BGBlockUninit != 0 {
@@ -788,6 +814,58 @@ func (s blockStore) UpdateBlockBitmap(tx mballoc.Tx, g, start, count uint32, use
 		}
 		return f.writeGroupDesc(h, g)
 	})
+	if err == nil && !own {
+		gdl.bitmapTx.Store(tid)
+	}
+	return err
+}
+
+// writeDirtyBlockBitmaps copies the block allocator's bitmap of each group
+// changed in the closing transaction since its buffer joined it into that
+// buffer, with the group's free count and checksums
+// (txn.Manager.BeforeFreeze: no handle is open, so no allocation or free
+// is in flight). It must run before writeDirtyGroupDescs.
+func (f *FS) writeDirtyBlockBitmaps(h *txn.Handle) error {
+	w := f.w
+	var scratch []byte
+	for g := range w.gdMu {
+		l := &w.gdMu[g]
+		if !l.bitmapDirty.Load() {
+			continue
+		}
+		l.bitmapDirty.Store(false)
+		if scratch == nil {
+			scratch = getScratch(int(f.blockSize))
+			defer putScratch(scratch)
+		}
+		gd := f.groups[g]
+		// The allocator's group lock is not taken inside the buffer's
+		// (UpdateBlockBitmap takes them the other way round): the bitmap
+		// is put together first, then written.
+		if err := f.tm.View(gd.BlockBitmap, func(b []byte) error { copy(scratch, b); return nil }); err != nil {
+			return err
+		}
+		free, ok := w.balloc.CopyDiskBitmap(uint32(g), scratch)
+		if !ok {
+			return fmt.Errorf("block bitmap of group %d changed, but the block allocator has not loaded it", g)
+		}
+		err := h.Modify(gd.BlockBitmap, func(b []byte) error {
+			copy(b, scratch)
+			l.Lock()
+			defer l.Unlock()
+			gd.FreeBlocksCount = free
+			if f.csum {
+				crc := super.BlockBitmapChecksum(f.sb, b)
+				l.bitmapCrc, l.bitmapCrcOK = crc, true
+				super.StoreBlockBitmapChecksum(f.sb, gd, crc)
+			}
+			return f.writeGroupDesc(handle{h}, uint32(g))
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // txHandle returns the handle of tx, or opens one when the allocator works

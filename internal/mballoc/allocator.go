@@ -344,6 +344,35 @@ func (a *Allocator) GroupFreeClusters(gi uint32) uint32 {
 	return a.groups[gi].diskFree.Load()
 }
 
+// CopyDiskBitmap writes the bits of group gi's clusters from the
+// allocator's copy of its on-disk bitmap into dst (on-disk bitmap bytes,
+// at least the group's clusters long), under the group's lock, leaving the
+// bits past the group's clusters as they are. It returns gi's free
+// clusters on disk with them, and false (writing nothing) when the group
+// is not loaded: no change of it has reached the Store then. A Store that
+// batches its bitmap
+// writes per transaction (as jbd2 keeps one dirty buffer for many
+// changes) calls it when no change can be in flight.
+func (a *Allocator) CopyDiskBitmap(gi uint32, dst []byte) (free uint32, ok bool) {
+	if gi >= a.geo.groups {
+		return 0, false
+	}
+	g := &a.groups[gi]
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.loaded.Load() {
+		return 0, false
+	}
+	n := a.geo.clustersIn(gi)
+	full := int(n / 8)
+	bytesFromWords(dst[:full], g.disk)
+	if rest := n % 8; rest != 0 {
+		mask := byte(1)<<rest - 1
+		dst[full] = dst[full]&^mask | byte(g.disk[full/8]>>(8*(full%8)))&mask
+	}
+	return g.diskFree.Load(), true
+}
+
 // FlexFreeClusters returns the free clusters on disk of flex group f, to
 // within flexBatch clusters per group of it.
 func (a *Allocator) FlexFreeClusters(f uint32) int64 {
