@@ -16,6 +16,7 @@ import (
 	"github.com/ext4go/ext4go/internal/fserr"
 	"github.com/ext4go/ext4go/internal/ialloc"
 	"github.com/ext4go/ext4go/internal/inode"
+	"github.com/ext4go/ext4go/internal/pad"
 	"github.com/ext4go/ext4go/internal/super"
 	"github.com/ext4go/ext4go/internal/txn"
 )
@@ -488,6 +489,10 @@ type node struct {
 	// deferTid is the transaction whose commit writes cur into the inode
 	// table (inode_defer.go), 0 if none.
 	deferTid atomic.Uint64
+	// 128 bytes in all, a size class whose objects start 128 bytes apart:
+	// the nodes of files created one after the other, changed by
+	// different goroutines on every write, never share a cache line.
+	_ [32 * pad.On]byte
 }
 
 // mapState is a node's block map as built for one inode version.

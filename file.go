@@ -7,6 +7,8 @@ import (
 	"path"
 	"sync"
 	"syscall"
+
+	"github.com/ext4go/ext4go/internal/pad"
 )
 
 // File is a file or directory opened from an *FS. ReadAt may be called
@@ -26,6 +28,9 @@ type File struct {
 	dir     []fs.DirEntry // directory entries not yet returned; nil until first ReadDir
 	dirRead bool
 	closed  bool
+	// 128 bytes in all, as node (files opened one after the other by
+	// different goroutines take their own mu on every call).
+	_ [40 * pad.On]byte
 }
 
 var (
