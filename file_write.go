@@ -370,7 +370,7 @@ func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite bool) (int, erro
 func (f *FS) extendSize(n *node, size int64, timesOnly bool) error {
 	now := inode.FromTime(f.now())
 	if timesOnly && uint64(size) <= n.in().Size && f.lazytime() {
-		in := editInode(n)
+		in := editInodeHot(n)
 		in.Mtime, in.Ctime = now, now
 		f.setTimesLazily(n, in)
 		return nil
@@ -380,7 +380,7 @@ func (f *FS) extendSize(n *node, size int64, timesOnly bool) error {
 		return err
 	}
 	defer h.End()
-	in := editInode(n)
+	in := editInodeHot(n)
 	if uint64(size) > in.Size {
 		in.Size = uint64(size)
 	}
@@ -396,7 +396,7 @@ func (f *FS) writeChunk(n *node, p []byte, pos int64, openForWrite bool) (int, b
 	bs := f.blockSize
 	lblk := uint64(pos / bs)
 	lastBlk := uint64((pos + int64(len(p)) - 1) / bs)
-	in := editInode(n)
+	in := editInodeHot(n)
 	h, err := f.beginFor(n.ino)
 	if err != nil {
 		return 0, false, err
@@ -660,7 +660,7 @@ func (f *FS) truncate(n *node, size int64) error {
 		return err
 	}
 	defer h.End()
-	in := editInode(n)
+	in := editInodeHot(n)
 	if size < int64(in.Size) {
 		if err := f.removeBlocksFrom(h, n, in, first); err != nil {
 			return err
@@ -782,7 +782,7 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 		return err
 	}
 	defer h.End()
-	in := editInode(n)
+	in := editInodeHot(n)
 	finish(in)
 	return f.setInodeHot(h, n, in)
 }
@@ -792,7 +792,7 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 // whether it applied finish, which it does to the inode it writes when
 // the new blocks reach last.
 func (f *FS) fallocChunk(n *node, lblk, last uint64, finish func(*inode.Inode)) (uint64, bool, error) {
-	in := editInode(n)
+	in := editInodeHot(n)
 	h, err := f.beginFor(n.ino)
 	if err != nil {
 		return 0, false, err
