@@ -2,15 +2,18 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
 
 func init() {
 	benchKinds["appenders"] = benchKind{
-		usage:   "appenders [-p N] [--size BYTES] [--write BYTES] [--fsync-every BYTES] [--fallocate] [--fs-size BYTES] [--keep IMAGE] [--dir MOUNTPOINT] [--json]",
-		summary: "N concurrent appenders, each writing its own file in fixed-size appends up to --size (optionally fsyncing every so many bytes, or fallocating each chunk before writing it), then report extents per file, block groups touched and throughput; through ext4go on a fresh image, or with -dir through system calls on a mounted one",
+		usage:   "appenders [-p N] [--size BYTES] [--write BYTES] [--fsync-every BYTES] [--fallocate] [--fs-size BYTES] [--keep IMAGE] [--dir MOUNTPOINT] [--ceiling] [--json]",
+		summary: "N concurrent appenders, each writing its own file in fixed-size appends up to --size (optionally fsyncing every so many bytes, or fallocating each chunk before writing it), then report extents per file, block groups touched and throughput; through ext4go on a fresh image, or with -dir through system calls on a mounted one; --ceiling adds the same writes straight into one image file, the bound of any filesystem in an image file",
 		run:     benchAppenders,
 	}
 }
@@ -29,6 +32,15 @@ type appendersResult struct {
 	Layout     layoutStats `json:"layout"`
 	Free       *freeSpace  `json:"free_space"`
 	KeptImage  string      `json:"image,omitempty"`
+	// Ceiling is what the same appenders reach writing the same bytes
+	// straight into one image file with pwrite (--ceiling): the bound any
+	// filesystem kept in an image file meets here.
+	Ceiling *ceilingResult `json:"ceiling,omitempty"`
+}
+
+type ceilingResult struct {
+	Seconds   float64 `json:"seconds"`
+	MiBPerSec float64 `json:"mib_per_sec"`
 }
 
 func benchAppenders(e *env, c *command, args []string) error {
@@ -41,6 +53,7 @@ func benchAppenders(e *env, c *command, args []string) error {
 	fsSizeFlag := fl.String("fs-size", "1G", "size of the fresh image (without -dir)")
 	keep := fl.String("keep", "", "write the image here and keep it (without -dir)")
 	dirFlag := fl.String("dir", "", "run with system calls on the filesystem mounted here (its root; a fresh one) instead of through ext4go")
+	ceiling := fl.Bool("ceiling", false, "then write the same bytes with the same appenders straight into one image file of -fs-size with pwrite, and report that too: the bound of any filesystem in an image file (the host serialises writes to one file)")
 	asJSON := fl.Bool("json", false, "print the result as one JSON object")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -81,6 +94,9 @@ func benchAppenders(e *env, c *command, args []string) error {
 	if *dirFlag != "" && *keep != "" {
 		return usagef("-keep keeps the image ext4go made; with -dir there is none")
 	}
+	if *dirFlag != "" && *ceiling {
+		return usagef("-ceiling measures an image file; with -dir there is none")
+	}
 	if *dirFlag == "" && size*uint64(*p) > fsSize/10*9 {
 		return usagef("%d appenders of %s do not fit a %s image (-fs-size)", *p, *sizeFlag, *fsSizeFlag)
 	}
@@ -94,6 +110,15 @@ func benchAppenders(e *env, c *command, args []string) error {
 		return err
 	}
 	res.KeptImage = *keep
+	if *ceiling {
+		dir := os.TempDir()
+		if *keep != "" {
+			dir = filepath.Dir(*keep)
+		}
+		if res.Ceiling, err = rawAppenders(dir, *p, int64(fsSize), int64(size), int64(write)); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		return json.NewEncoder(e.stdout).Encode(res)
 	}
@@ -103,7 +128,52 @@ func benchAppenders(e *env, c *command, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, ": %.2f s, %.1f MiB/s (with the final sync)\n", res.Seconds, res.MiBPerSec)
 	printLayout(e, res.Layout, res.Free)
+	if c := res.Ceiling; c != nil {
+		fmt.Fprintf(e.stdout, "  ceiling: the same bytes by %d appenders straight into one image file: %.2f s, %.1f MiB/s (ext4go %.2fx of it)\n",
+			res.P, c.Seconds, c.MiBPerSec, res.MiBPerSec/c.MiBPerSec)
+	}
 	return nil
+}
+
+// rawAppenders writes what runAppenders writes through a filesystem, p
+// appenders of size bytes in write-byte pieces, straight into disjoint
+// ranges of one fresh sparse file of fsSize bytes in dir, then syncs it:
+// the storage's own bound for a filesystem kept in an image file.
+func rawAppenders(dir string, p int, fsSize, size, write int64) (*ceilingResult, error) {
+	f, err := os.CreateTemp(dir, "ext4go-ceiling-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if err := f.Truncate(fsSize); err != nil {
+		return nil, err
+	}
+	buf := benchData(int(write))
+	span := fsSize / int64(p) / write * write
+	errs := make([]error, p)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range p {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			base := int64(i) * span
+			for off := int64(0); off < size && errs[i] == nil; off += write {
+				n := min(write, size-off)
+				_, errs[i] = f.WriteAt(buf[:n], base+off)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		return nil, err
+	}
+	secs := time.Since(start).Seconds()
+	return &ceilingResult{Seconds: secs, MiBPerSec: float64(size) * float64(p) / (1 << 20) / secs}, nil
 }
 
 // runAppenders runs p appenders, each in its own goroutine on its own

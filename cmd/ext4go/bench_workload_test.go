@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -111,6 +112,18 @@ func TestBenchAppendersLibrary(t *testing.T) {
 		}
 		testutil.RequireFsckClean(t, img)
 	}
+	// -ceiling writes the same bytes straight into an image file of the
+	// same size beside the kept image, and leaves nothing there.
+	dir := t.TempDir()
+	var r appendersResult
+	benchJSON(t, &r, "appenders", "-p", "2", "-size", "1M", "-write", "64K", "-fs-size", "16M", "-keep", filepath.Join(dir, "img"), "-ceiling")
+	checkAppenders(t, &r, "ext4go", "plain", 2)
+	if r.Ceiling == nil || r.Ceiling.MiBPerSec <= 0 || r.Ceiling.Seconds <= 0 {
+		t.Errorf("-ceiling: %+v", r.Ceiling)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("-ceiling left %d files beside the image", len(ents))
+	}
 }
 
 // TestBenchWorkloadUsage: bad arguments are usage errors, not panics.
@@ -120,6 +133,7 @@ func TestBenchWorkloadUsage(t *testing.T) {
 		{"age", "-sync-every", "-1"}, {"age", "extra"}, {"age", "-dir", "/x", "-keep", "/y"},
 		{"appenders", "-p", "0"}, {"appenders", "-size", "0"}, {"appenders", "-write", "x"},
 		{"appenders", "-fsync-every", "1M", "-fallocate"}, {"appenders", "-p", "64", "-fs-size", "64M"},
+		{"appenders", "-dir", "/x", "-ceiling"},
 	} {
 		code, _, errs := cli("", append([]string{"bench"}, args...)...)
 		if code == 0 || !strings.Contains(errs, "usage:") {
