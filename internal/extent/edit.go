@@ -94,6 +94,21 @@ type Editor struct {
 	// release gives them back when a public method returns.
 	lent  [2 * (MaxDepth + 1)]*Node
 	nlent int
+
+	// The last root decodeRoot decoded and checked, by its bytes and the
+	// bounds it was checked against: most edits read the root several
+	// times, and one whose bytes are the same is copied instead of
+	// decoded and checked again. A copy, not the node the call works on,
+	// which edits may change without writing it back.
+	memo struct {
+		ok     bool
+		key    [RootSize]byte
+		bounds [2]uint64
+		hdr    Header
+		exts   [4]Extent
+		idxs   [4]Index
+		ne, ni uint8
+	}
 }
 
 // nodePool recycles decoded block nodes: a leaf block holds up to 340
@@ -153,10 +168,25 @@ func (ed *Editor) Tree() *Tree {
 // decodeRoot decodes and checks the root into the Editor's own storage
 // (valid until the next decodeRoot).
 func (ed *Editor) decodeRoot() (*Node, error) {
+	m := &ed.memo
+	bounds := [2]uint64{ed.FirstDataBlock, ed.BlocksCount}
+	if m.ok && ed.Root != nil && *ed.Root == m.key && m.bounds == bounds {
+		ed.root.Header = m.hdr
+		ed.root.Extents = append(ed.rootExts[:0], m.exts[:m.ne]...)
+		ed.root.Indexes = append(ed.rootIdxs[:0], m.idxs[:m.ni]...)
+		return &ed.root, nil
+	}
+	m.ok = false
 	var err error
 	ed.root.Header, ed.root.Extents, ed.root.Indexes, err = ed.Tree().decodeRoot(ed.rootExts[:0], ed.rootIdxs[:0])
 	if err != nil {
 		return nil, err
+	}
+	if ed.Root != nil && len(ed.root.Extents) <= len(m.exts) && len(ed.root.Indexes) <= len(m.idxs) {
+		m.key, m.bounds, m.hdr = *ed.Root, bounds, ed.root.Header
+		m.ne = uint8(copy(m.exts[:], ed.root.Extents))
+		m.ni = uint8(copy(m.idxs[:], ed.root.Indexes))
+		m.ok = true
 	}
 	return &ed.root, nil
 }
