@@ -66,9 +66,11 @@ func putExtStore(s *extStore) {
 		putScratch(b)
 		s.lent[i] = nil
 	}
-	lent := s.lent[:0]
-	*s = extStore{} // drop what it points to
-	s.lent = lent
+	// Drop what it points to; the editor keeps its scratch arrays
+	// (zeroing them was a fifth of a fallocate's time in the store).
+	s.ext.Clear()
+	s.f, s.h, s.ino, s.n, s.delta, s.undo, s.fresh, s.nodes, s.replay, s.pooled = nil, handle{}, 0, nil, 0, nil, nil, nil, nil, false
+	s.lent = s.lent[:0]
 	extStores.Put(s)
 }
 
@@ -268,13 +270,14 @@ func (f *FS) editor(n *node, in *inode.Inode, s *extStore) fileMap {
 			FirstDataBlock: uint64(f.sb.FirstDataBlock), BlocksCount: f.sb.BlocksCount(),
 		}}
 	}
-	s.ext = extent.Editor{
-		Root: &in.Block, Store: s, BlockSize: int(f.blockSize),
-		Csum: f.csum, Seed: inode.Seed(f.seed, n.ino, in.Generation), Ino: n.ino,
-		FirstDataBlock: uint64(f.sb.FirstDataBlock), BlocksCount: f.sb.BlocksCount(),
-		View: f.viewExtentBlock, Sealed: f.viewSealedExtentBlock,
-	}
-	return extentMap{&s.ext}
+	// Field by field: the editor's scratch, cleared of pointers by
+	// putExtStore, is kept rather than zeroed.
+	e := &s.ext
+	e.Root, e.Store, e.BlockSize = &in.Block, s, int(f.blockSize)
+	e.Csum, e.Seed, e.Ino = f.csum, inode.Seed(f.seed, n.ino, in.Generation), n.ino
+	e.FirstDataBlock, e.BlocksCount = uint64(f.sb.FirstDataBlock), f.sb.BlocksCount()
+	e.View, e.Sealed = f.viewExtentBlock, f.viewSealedExtentBlock
+	return extentMap{e}
 }
 
 // addBlocks moves in's i_blocks by delta filesystem blocks.

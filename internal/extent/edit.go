@@ -111,6 +111,20 @@ type Editor struct {
 	}
 }
 
+// Clear drops what the Editor refers to (its configuration, and the
+// blocks and nodes its last call looked at) and keeps its scratch, so that
+// a pooled Editor neither keeps memory alive nor pays to zero its arrays
+// on every use; set the exported fields again before the next call.
+func (ed *Editor) Clear() {
+	ed.Root, ed.Store, ed.View, ed.Sealed = nil, nil, nil, nil
+	ed.tree = Tree{}
+	ed.root = Node{}
+	for i := range ed.pathBuf {
+		ed.pathBuf[i].buf, ed.pathBuf[i].node = nil, nil
+	}
+	ed.release()
+}
+
 // nodePool recycles decoded block nodes: a leaf block holds up to 340
 // extents, so decoding one per level per call was most of what a write
 // to a file of many extents allocated.
