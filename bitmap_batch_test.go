@@ -24,11 +24,17 @@ import (
 // against a mutant: no commit-time copy, readers of the buffer alone,
 // descriptor counts from the descriptor alone.
 func TestBlockBitmapsBatched(t *testing.T) {
+	t.Run("journal", func(t *testing.T) { testBlockBitmapsBatched(t, false) })
+	// Without a journal the commit writes the blocks home in place.
+	t.Run("no-journal", func(t *testing.T) { testBlockBitmapsBatched(t, true) })
+}
+
+func testBlockBitmapsBatched(t *testing.T, noJournal bool) {
 	dir := t.TempDir()
 	image := filepath.Join(dir, "img")
 	// 1 KiB blocks, 8192 per group: the last of 8 groups has 4095.
 	testutil.Mke2fs(t, image, 60<<20, "-t", "ext4", "-b", "1024")
-	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, CommitInterval: time.Hour})
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, NoJournal: noJournal, CommitInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
