@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -142,6 +143,117 @@ func testBlockBitmapsBatched(t *testing.T, noJournal bool) {
 	for _, f := range files {
 		f.Close()
 	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+}
+
+// TestBlockBitmapsBatchedRacingCommits: writers allocating and freeing in
+// shared groups race a goroutine that commits in a loop (each commit
+// copies the allocator's bitmaps into their buffers while no handle is
+// open) and one that reads BlockGroups and FreeExtents; afterwards the
+// image is clean and every group's bitmap count equals its descriptor's.
+func TestBlockBitmapsBatchedRacingCommits(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 60<<20, "-t", "ext4", "-b", "1024")
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, CommitInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := 0; w < 4; w++ {
+		f, err := fsys.Create(fmt.Sprintf("w%d", w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer f.Close()
+			rng := rand.New(rand.NewPCG(uint64(w), 9))
+			var size int64
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var err error
+				switch op := rng.IntN(10); {
+				case op < 6 && size < 4<<20:
+					n := int64(1+rng.IntN(24)) << 10
+					if err = f.Fallocate(0, size, n); err == nil {
+						size += n
+					}
+				case op < 9:
+					size = rng.Int64N(size + 1)
+					err = f.Truncate(size)
+				default:
+					if size > 8<<10 {
+						err = f.Fallocate(ext4go.FallocPunchHole|ext4go.FallocKeepSize, rng.Int64N(size/1024-4)<<10, 2<<10)
+					}
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := ext4go.Commit(fsys); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := fsys.BlockGroups(); err != nil {
+				errs <- err
+				return
+			}
+			if err := fsys.FreeExtents(func(s, n uint64) error { return nil }); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	groups, err := fsys.BlockGroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		if g.FreeBlocks != g.DescFreeBlocks {
+			t.Errorf("group %d: bitmap has %d free blocks, descriptor %d", g.Index, g.FreeBlocks, g.DescFreeBlocks)
+		}
+	}
+	t.Logf("%d commits", ext4go.Commits(fsys))
 	if err := fsys.Close(); err != nil {
 		t.Fatal(err)
 	}
