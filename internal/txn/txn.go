@@ -168,9 +168,10 @@ type Manager struct {
 	beforeFreeze func(h *Handle) error
 
 	committing  atomic.Bool
-	maxDirty    atomic.Int64 // Options.MaxDirty, or as SetMaxDirty set it
-	hardLimit   atomic.Int64 // a transaction this big takes no new handle until committed; 0: none
-	commitCount atomic.Int64 // transactions handed to a committer
+	maxDirty    atomic.Int64  // Options.MaxDirty, or as SetMaxDirty set it
+	hardLimit   atomic.Int64  // a transaction this big takes no new handle until committed; 0: none
+	commitCount atomic.Int64  // transactions handed to a committer
+	committed   atomic.Uint64 // the last transaction whose commit has ended, hooks and all
 }
 
 // Transaction is a group of changes that reach the disk together.
@@ -388,7 +389,7 @@ func (m *Manager) BeginFor(key uint64) (*Handle, error) {
 // commitFull commits t, which reached the hard limit, or waits while
 // another goroutine does.
 func (m *Manager) commitFull(t *Transaction) error {
-	if ok, err := m.commitOnce(); ok {
+	if ok, err := m.commitOnce(t); ok {
 		return err
 	}
 	m.mu.Lock()
@@ -399,15 +400,15 @@ func (m *Manager) commitFull(t *Transaction) error {
 	return nil
 }
 
-// commitOnce commits unless another commitFull or End is committing, and
-// reports whether it did. Ending its turn it wakes the commitFull waiters:
-// a waiter may wait on the next transaction (full already while this
-// commit writes), and nobody else would wake it.
-func (m *Manager) commitOnce() (bool, error) {
+// commitOnce commits t (CommitThrough) unless another commitFull or End is
+// committing, and reports whether it did. Ending its turn it wakes the
+// commitFull waiters: a waiter may wait on the next transaction (full
+// already while this commit writes), and nobody else would wake it.
+func (m *Manager) commitOnce(t *Transaction) (bool, error) {
 	if !m.committing.CompareAndSwap(false, true) {
 		return false, nil
 	}
-	err := m.Commit()
+	err := m.CommitThrough(t.tid)
 	m.committing.Store(false)
 	m.mu.Lock()
 	m.cond.Broadcast()
@@ -563,7 +564,8 @@ func (h *Handle) Forget(nr uint64) {
 }
 
 // End closes the handle. When the running transaction has grown past
-// Options.MaxDirty, End commits it.
+// Options.MaxDirty, End commits it, unless another End or a Begin at the
+// hard limit is committing.
 func (h *Handle) End() error {
 	if h.ended {
 		return errors.New("txn: handle already ended")
@@ -574,7 +576,7 @@ func (h *Handle) End() error {
 	m.endUpdate(t, h.shard)
 	big := t.ndirty.Load() >= m.maxDirty.Load() && !t.locked.Load() && m.running.Load() == t
 	if big {
-		_, err := m.commitOnce()
+		_, err := m.commitOnce(t)
 		return err
 	}
 	return nil
@@ -679,6 +681,33 @@ func (m *Manager) buffer(nr uint64, read bool) (*Buffer, error) {
 func (m *Manager) Commit() error {
 	m.commitMu.Lock()
 	defer m.commitMu.Unlock()
+	return m.commitLocked()
+}
+
+// CommitThrough makes transaction tid and the ones before it durable, with
+// no commit more than that takes: if tid is still running it is committed;
+// if its commit is in progress, CommitThrough waits for that commit to end
+// (its commit hooks have then run); if it has committed, it returns at
+// once (kernel: jbd2_log_start_commit and jbd2_log_wait_commit of a tid,
+// where Commit is jbd2_journal_force_commit). A tid no transaction has
+// yet commits the running one.
+func (m *Manager) CommitThrough(tid uint64) error {
+	if m.committed.Load() >= tid {
+		return m.Err()
+	}
+	m.commitMu.Lock()
+	defer m.commitMu.Unlock()
+	// Commits run in order under commitMu, and each opens the next
+	// transaction before it ends: every transaction older than the
+	// running one has committed (or the manager has aborted).
+	if m.running.Load().tid > tid {
+		return m.Err()
+	}
+	return m.commitLocked()
+}
+
+// commitLocked is Commit with m.commitMu held.
+func (m *Manager) commitLocked() error {
 	if err := m.Err(); err != nil {
 		return err
 	}
@@ -760,6 +789,7 @@ func (m *Manager) Commit() error {
 	for _, fn := range hooks {
 		fn(t.tid)
 	}
+	m.committed.Store(t.tid)
 	m.cache.trim()
 	return nil
 }

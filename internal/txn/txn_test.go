@@ -260,3 +260,83 @@ func TestFullWaitsForEndCommit(t *testing.T) {
 		t.Fatal("a handle waiting for a full transaction was never woken")
 	}
 }
+
+// TestCommitThrough: CommitThrough commits a running transaction, returns
+// without a commit for one committed already, and for one whose commit is
+// in progress waits for that commit (its hooks included) without making
+// another.
+func TestCommitThrough(t *testing.T) {
+	d := &memDev{data: make([]byte, 64*1024)}
+	g := &gateCommitter{Committer: &InPlace{Dev: d, BlockSize: 1024}, entered: make(chan struct{}, 8), release: make(chan struct{}, 8)}
+	m := NewManager(d, 1024, 64, g, Options{})
+	var mu sync.Mutex
+	var hooked []uint64
+	m.OnCommit(func(tid uint64) {
+		mu.Lock()
+		hooked = append(hooked, tid)
+		mu.Unlock()
+	})
+	hooks := func() []uint64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]uint64(nil), hooked...)
+	}
+	change := func(nr uint64) uint64 {
+		t.Helper()
+		h, err := m.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Modify(nr, func(b []byte) error { b[0]++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.End(); err != nil {
+			t.Fatal(err)
+		}
+		return h.TID()
+	}
+	tid := change(1)
+	g.release <- struct{}{}
+	if err := m.CommitThrough(tid); err != nil {
+		t.Fatal(err)
+	}
+	<-g.entered
+	if got := hooks(); len(got) != 1 || got[0] != tid {
+		t.Fatalf("hooks %v after CommitThrough(%d), want [%d]", got, tid, tid)
+	}
+	if err := m.CommitThrough(tid); err != nil || len(hooks()) != 1 {
+		t.Fatalf("CommitThrough of a committed transaction: %v, hooks %v", err, hooks())
+	}
+	// A commit in progress: CommitThrough waits for it and adds none.
+	tid = change(2)
+	committed := make(chan error, 1)
+	go func() { committed <- m.Commit() }()
+	<-g.entered
+	through := make(chan error, 1)
+	go func() { through <- m.CommitThrough(tid) }()
+	select {
+	case err := <-through:
+		t.Fatalf("CommitThrough(%d) returned (%v) while its commit was writing", tid, err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	g.release <- struct{}{}
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-through; err != nil {
+		t.Fatal(err)
+	}
+	if got := hooks(); len(got) != 2 || got[1] != tid {
+		t.Fatalf("hooks %v, want the commit of %d only", got, tid)
+	}
+	// A tid beyond every transaction commits the running one.
+	tid = change(3)
+	g.release <- struct{}{}
+	if err := m.CommitThrough(^uint64(0)); err != nil {
+		t.Fatal(err)
+	}
+	<-g.entered
+	if got := hooks(); len(got) != 3 || got[2] != tid {
+		t.Fatalf("hooks %v, want %d committed", got, tid)
+	}
+}
