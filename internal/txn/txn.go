@@ -344,6 +344,8 @@ type Handle struct {
 	t     *Transaction
 	shard *paddedCount // where the handle counted itself open
 	ended bool
+	// commitOnEnd: End waits for the transaction's commit (CommitOnEnd).
+	commitOnEnd bool
 }
 
 // Begin opens a handle in the running transaction, waiting while a commit
@@ -563,9 +565,19 @@ func (h *Handle) Forget(nr uint64) {
 	m.cache.drop(nr, b)
 }
 
+// CommitOnEnd makes h's End return only once h's transaction has
+// committed: End commits it, or waits for its commit in progress (as a
+// handle waits for a commit when the journal is full). For a change that
+// leaves the transaction holding what others cannot have until it
+// commits, such as blocks it freed, which no allocation may take before
+// then: a writer that keeps making such changes waits for the commits it
+// makes necessary, and the others are not held up.
+func (h *Handle) CommitOnEnd() { h.commitOnEnd = true }
+
 // End closes the handle. When the running transaction has grown past
 // Options.MaxDirty, End commits it, unless another End or a Begin at the
-// hard limit is committing.
+// hard limit is committing. After CommitOnEnd it returns once the
+// transaction has committed, making the commit if none is in progress.
 func (h *Handle) End() error {
 	if h.ended {
 		return errors.New("txn: handle already ended")
@@ -574,6 +586,9 @@ func (h *Handle) End() error {
 	m := h.m
 	t := h.t
 	m.endUpdate(t, h.shard)
+	if h.commitOnEnd {
+		return m.CommitThrough(t.tid)
+	}
 	big := t.ndirty.Load() >= m.maxDirty.Load() && !t.locked.Load() && m.running.Load() == t
 	if big {
 		_, err := m.commitOnce(t)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -338,5 +339,51 @@ func TestCommitThrough(t *testing.T) {
 	<-g.entered
 	if got := hooks(); len(got) != 3 || got[2] != tid {
 		t.Fatalf("hooks %v, want %d committed", got, tid)
+	}
+}
+
+// TestCommitOnEnd: a handle marked CommitOnEnd ends only once its
+// transaction has committed, after the other handles of the transaction
+// have ended; the others end without waiting.
+func TestCommitOnEnd(t *testing.T) {
+	m, d := newTest(t, 64, Options{})
+	var hooked atomic.Int64
+	m.OnCommit(func(tid uint64) { hooked.Store(int64(tid)) })
+	h1, err := m.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := m.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h3, err := m.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range []*Handle{h1, h2, h3} {
+		if err := h.Modify(uint64(i+1), func(b []byte) error { b[0] = byte(i + 1); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h1.CommitOnEnd()
+	ended := make(chan error, 1)
+	go func() { ended <- h1.End() }()
+	if err := h2.End(); err != nil || hooked.Load() != 0 {
+		t.Fatalf("a handle without CommitOnEnd: %v, committed %d", err, hooked.Load())
+	}
+	select {
+	case err := <-ended:
+		t.Fatalf("End after CommitOnEnd returned (%v) with a handle of its transaction open", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if err := h3.End(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ended; err != nil {
+		t.Fatal(err)
+	}
+	if hooked.Load() != int64(h1.TID()) || d.data[3*1024] != 3 {
+		t.Fatalf("End after CommitOnEnd returned before transaction %d committed (hooks saw %d)", h1.TID(), hooked.Load())
 	}
 }
