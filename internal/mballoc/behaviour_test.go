@@ -52,6 +52,38 @@ func TestDeferredFree(t *testing.T) {
 	}
 }
 
+// TestOldestPending: OldestPending names the oldest transaction whose
+// frees still wait, in whichever group and deferred-free shard, and none
+// once all have been released.
+func TestOldestPending(t *testing.T) {
+	gm := Geometry{BlockSize: 4096, BlocksPerGroup: 8192, BlocksCount: 4 * 8192}
+	a, _ := newBare(t, gm, Config{})
+	if _, ok := a.OldestPending(); ok {
+		t.Fatal("a transaction pending before any free")
+	}
+	for g := uint64(0); g < 4; g++ {
+		if e, err := a.Allocate(testTx(1), Request{Goal: g * 8192, Len: 8192}); err != nil || e.Len != 8192 {
+			t.Fatalf("allocate group %d: %+v %v", g, e, err)
+		}
+	}
+	for _, f := range []struct{ tid, block uint64 }{{7, 3*8192 + 5}, {5, 8192 + 5}, {9, 5}, {5, 2*8192 + 5}} {
+		if err := a.Free(testTx(f.tid), f.block, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, step := range []struct{ release, want uint64 }{{0, 5}, {4, 5}, {5, 7}, {8, 9}, {9, 0}} {
+		if step.release > 0 {
+			if err := a.ReleaseDeferred(step.release); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tid, ok := a.OldestPending()
+		if step.want == 0 && ok || step.want != 0 && (!ok || tid != step.want) {
+			t.Fatalf("after releasing through %d: oldest pending %d %v, want %d", step.release, tid, ok, step.want)
+		}
+	}
+}
+
 func TestGlobalGoalCount(t *testing.T) {
 	for _, c := range []struct {
 		groups uint32

@@ -176,6 +176,29 @@ func (a *Allocator) registerDeferred(tid uint64, gi uint32) {
 	sh.mu.Unlock()
 }
 
+// OldestPending returns the oldest transaction whose frees wait for its
+// commit, and false when none waits (as far as a moment's look at the
+// registers of deferred frees sees: a free in progress may be missed). An
+// allocation that ran out of space waits for that transaction's commit
+// before it tries again: a later one would keep it waiting for nothing,
+// while others take what the first one releases (kernel:
+// ext4_should_retry_alloc, which waits for a commit only when
+// s_mb_free_pending is not zero). Not for hot paths: it takes every
+// deferred-free shard's lock.
+func (a *Allocator) OldestPending() (tid uint64, ok bool) {
+	for i := range a.deferred {
+		sh := &a.deferred[i]
+		sh.mu.Lock()
+		for t := range sh.m {
+			if !ok || t < tid {
+				tid, ok = t, true
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return tid, ok
+}
+
 // ReleaseDeferred tells the allocator that every transaction up to and
 // including tid has committed: the blocks they freed become allocatable
 // and are merged back into the buddies (kernel: ext4_process_freed_data).
