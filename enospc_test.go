@@ -11,11 +11,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ext4go/ext4go"
 	"github.com/ext4go/ext4go/internal/testutil"
@@ -533,6 +537,194 @@ func TestSecondWriterRefused(t *testing.T) {
 		t.Errorf("file written by the first writer: %v", err)
 	}
 	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+}
+
+// churnFile fills f to size in fallocates of step bytes and truncates it
+// to zero, rounds times, and returns the first error with the free
+// clusters and those waiting for a commit at that moment.
+func churnFile(fsys *ext4go.FS, f *ext4go.File, size, step int64, rounds int) error {
+	for round := 0; round < rounds; round++ {
+		for off := int64(0); off < size; off += step {
+			if err := f.Fallocate(0, off, step); err != nil {
+				free, pending := ext4go.FreeClusters(fsys)
+				return fmt.Errorf("round %d: %w (%d clusters free, %d of them waiting for a commit)", round, err, free, pending)
+			}
+		}
+		if err := f.Truncate(0); err != nil {
+			return fmt.Errorf("round %d: %w", round, err)
+		}
+	}
+	return nil
+}
+
+// TestChurnNoENOSPC: two writers, each filling a 4 MiB file with 64 KiB
+// fallocates and truncating it, 300 times, never get ENOSPC on a
+// filesystem with room for both files and a quarter more. Blocks a
+// truncate frees are unusable until its transaction commits. A writer
+// that refilled as fast as commits released them kept all the free space
+// waiting for a commit, and the other writer's fallocate failed after all
+// its retries: the commit each retry made came after the one that
+// released the space, which the refilling writer had taken again, or the
+// retry gave up as a commit had just released everything (10 of 10 runs
+// under -race failed). Now a retry waits for the commit of the oldest
+// transaction holding frees, and tries again when a commit released them
+// since the failure. No periodic commits and a slow flush (2 ms) leave
+// only those commits to release the space. e2fsck is clean after.
+func TestChurnNoENOSPC(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 12<<20, "-t", "ext4", "-b", "1024") // 10 MiB free
+	d, err := ext4go.OpenImageDevice(image, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := ext4go.OpenDevice(&slowSyncDev{d, 2 * time.Millisecond}, &ext4go.Options{Writable: true, CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if fsys != nil {
+			fsys.Close()
+		}
+	}()
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		f, err := fsys.Create(fmt.Sprintf("churn%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer f.Close()
+			if err := churnFile(fsys, f, 4<<20, 64<<10, 300); err != nil {
+				t.Errorf("writer %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	err = fsys.Close()
+	fsys = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+}
+
+// TestENOSPCFullWithChurn: on a full filesystem where two writers keep
+// truncating and refilling their files, so that frees always wait for a
+// commit, a fallocate that cannot fit still fails with ENOSPC (a
+// *fs.PathError) and promptly: the retries that wait for commits are
+// bounded. The writers may lose space to it for a while (ENOSPC for them
+// too), until it gives back what it got.
+// e2fsck is clean after.
+func TestENOSPCFullWithChurn(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 12<<20, "-t", "ext4", "-b", "1024")
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if fsys != nil {
+			fsys.Close()
+		}
+	}()
+	const churnSize, step = 1 << 20, 64 << 10
+	var churners []*ext4go.File
+	for i := 0; i < 2; i++ {
+		f, err := fsys.Create(fmt.Sprintf("churn%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := f.Fallocate(0, 0, churnSize); err != nil {
+			t.Fatal(err)
+		}
+		churners = append(churners, f)
+	}
+	full, err := fsys.Create("full")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	var size int64
+	for ; ; size += step {
+		if err := full.Fallocate(0, size, step); err != nil {
+			if !isENOSPC(err) {
+				t.Fatalf("filling: %v", err)
+			}
+			break
+		}
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var rounds, lost atomic.Int64
+	for i, f := range churners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				err := churnFile(fsys, f, churnSize, step, 1)
+				switch {
+				case err == nil:
+					rounds.Add(1)
+				case isENOSPC(err):
+					lost.Add(1) // taken by the probes below
+					if err := f.Truncate(0); err != nil {
+						t.Errorf("churner %d: %v", i, err)
+						return
+					}
+				default:
+					t.Errorf("churner %d: %v", i, err)
+					return
+				}
+			}
+		}()
+	}
+	// Each probe asks for more than the churners hold and gives back
+	// what it got.
+	probe, err := fsys.Create("probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	for i := 0; i < 50; i++ {
+		if err := probe.Truncate(8 << 20); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- probe.Fallocate(ext4go.FallocKeepSize, 0, 4<<20) }()
+		select {
+		case err = <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("probe %d: fallocate on a full filesystem still running after 20 s", i)
+		}
+		var pe *fs.PathError
+		if !isENOSPC(err) || !errors.As(err, &pe) {
+			t.Fatalf("probe %d: fallocate on a full filesystem: %v, want a *fs.PathError with ENOSPC", i, err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("probe %d: ENOSPC after %v", i, d)
+		}
+		if err := probe.Truncate(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("churners: %d rounds, %d lost to ENOSPC", rounds.Load(), lost.Load())
+	for _, f := range append(churners, full, probe) {
+		if err := f.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+	err = fsys.Close()
+	fsys = nil
+	if err != nil {
 		t.Fatal(err)
 	}
 	testutil.RequireFsckClean(t, image)

@@ -112,3 +112,9 @@ func BlockCached(fsys *FS, blk uint64) bool { return fsys.tm.Cached(blk) }
 
 // Commits is the number of transactions handed to the committer so far.
 func Commits(fsys *FS) int64 { return fsys.tm.Commits() }
+
+// FreeClusters returns the free clusters and, of them, those freed by
+// transactions that have not committed yet (unusable until they do).
+func FreeClusters(fsys *FS) (free, pending int64) {
+	return fsys.w.balloc.FreeClusters(), fsys.w.balloc.PendingFrees()
+}

@@ -352,8 +352,7 @@ func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite bool) (int, erro
 		m, wrote, err := f.writeChunk(n, p[done:], pos, openForWrite)
 		inodeWritten = inodeWritten || wrote
 		done += m
-		if err != nil && m == 0 && retries < maxAllocRetries && f.retryAfterCommit(err) {
-			retries++
+		if err != nil && m == 0 && f.retryAfterCommit(err, &retries) {
 			continue
 		}
 		if err != nil {
@@ -767,8 +766,7 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 	retries, finished := 0, false
 	for lblk := first; lblk <= last; {
 		adv, done, err := f.fallocChunk(n, lblk, last, finish)
-		if err != nil && retries < maxAllocRetries && f.retryAfterCommit(err) {
-			retries++
+		if err != nil && f.retryAfterCommit(err, &retries) {
 			continue
 		}
 		if err != nil {
