@@ -364,6 +364,66 @@ func TestPendingFreesKickCommit(t *testing.T) {
 	testutil.RequireFsckClean(t, image)
 }
 
+// TestPendingFreesCommitAtHalf: with no periodic committer, a truncate
+// that leaves half of the free space or more waiting for its transaction's
+// commit returns only once that commit has made it usable (the freeing
+// handle commits as it ends); one that leaves less does not commit.
+func TestPendingFreesCommitAtHalf(t *testing.T) {
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 32<<20, "-t", "ext4", "-b", "4096")
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, CommitInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := int64(fsys.BlockSize())
+	small, err := fsys.Create("small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := small.Fallocate(0, 0, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := ext4go.Commit(fsys); err != nil {
+		t.Fatal(err)
+	}
+	before := ext4go.Commits(fsys)
+	if err := small.Truncate(0); err != nil {
+		t.Fatal(err)
+	}
+	free, pending := ext4go.FreeClusters(fsys)
+	if pending != (1<<20)/bs || ext4go.Commits(fsys) != before {
+		t.Fatalf("freeing 1 MiB with %d clusters free: %d clusters pending, %d commits; want %d pending, none",
+			free, pending, ext4go.Commits(fsys)-before, (1<<20)/bs)
+	}
+	if err := ext4go.Commit(fsys); err != nil {
+		t.Fatal(err)
+	}
+	big, err := fsys.Create("big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, _ = ext4go.FreeClusters(fsys)
+	if err := big.Fallocate(0, 0, free*3/4*bs); err != nil {
+		t.Fatal(err)
+	}
+	if err := ext4go.Commit(fsys); err != nil {
+		t.Fatal(err)
+	}
+	before = ext4go.Commits(fsys)
+	if err := big.Truncate(0); err != nil {
+		t.Fatal(err)
+	}
+	if free, pending := ext4go.FreeClusters(fsys); pending != 0 || ext4go.Commits(fsys) == before {
+		t.Fatalf("a truncate leaving %d of %d free clusters waiting returned before a commit released them", pending, free)
+	}
+	small.Close()
+	big.Close()
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+}
+
 // TestAllocRetriesAfterCommits: an allocation that runs out of space while
 // frees wait for their commit commits and tries again, up to three times
 // (kernel: ext4_should_retry_alloc): here every failed try sees another
