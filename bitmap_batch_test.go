@@ -204,39 +204,31 @@ func TestBlockBitmapsBatchedRacingCommits(t *testing.T) {
 			}
 		}()
 	}
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
+	// A commit loop and a reader, each until stop.
+	repeat := func(fn func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := fn(); err != nil {
+					errs <- err
+					return
+				}
 			}
-			if err := ext4go.Commit(fsys); err != nil {
-				errs <- err
-				return
-			}
+		}()
+	}
+	repeat(func() error { return ext4go.Commit(fsys) })
+	repeat(func() error {
+		if _, err := fsys.BlockGroups(); err != nil {
+			return err
 		}
-	}()
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := fsys.BlockGroups(); err != nil {
-				errs <- err
-				return
-			}
-			if err := fsys.FreeExtents(func(s, n uint64) error { return nil }); err != nil {
-				errs <- err
-				return
-			}
-		}
-	}()
+		return fsys.FreeExtents(func(s, n uint64) error { return nil })
+	})
 	time.Sleep(1500 * time.Millisecond)
 	close(stop)
 	wg.Wait()
