@@ -3,6 +3,7 @@ package mballoc
 import (
 	"errors"
 	"fmt"
+	"github.com/ext4go/ext4go/internal/pad"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -132,6 +133,11 @@ func TestGroupPadding(t *testing.T) {
 	}
 	if unsafe.Sizeof(paddedU32{}) != cacheLine || unsafe.Sizeof(paddedI64{}) != cacheLine {
 		t.Fatal("padded counters are not one cache line")
+	}
+	// A file's preallocation state is written on every allocation of the
+	// file: a size class of one line keeps two files' states apart.
+	if pad.On == 1 && unsafe.Sizeof(inodeState{}) != cacheLine {
+		t.Fatalf("inodeState is %d bytes, not one cache line", unsafe.Sizeof(inodeState{}))
 	}
 }
 
