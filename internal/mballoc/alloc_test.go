@@ -3,10 +3,11 @@ package mballoc
 import (
 	"errors"
 	"fmt"
-	"github.com/ext4go/ext4go/internal/pad"
 	"syscall"
 	"testing"
 	"unsafe"
+
+	"github.com/ext4go/ext4go/internal/pad"
 )
 
 type testTx uint64
