@@ -31,8 +31,11 @@ type Store interface {
 	// of group's bitmap as part of tx (nil without a journal), and records
 	// free as the group's free cluster count in its descriptor. The store
 	// clears BLOCK_UNINIT, updates the bitmap and descriptor checksums and
-	// marks the buffers dirty in tx. The allocator has already moved its
-	// own counters (see Allocator.FreeClusters, FlexFreeClusters).
+	// marks the buffers dirty in tx; it may instead, once the bitmap's
+	// buffer is in tx, leave later changes of tx to its commit, which
+	// copies them from the allocator (Allocator.CopyDiskBitmap). The
+	// allocator has already moved its own counters (see
+	// Allocator.FreeClusters, FlexFreeClusters).
 	UpdateBlockBitmap(tx Tx, group, start, count uint32, used bool, free uint32) error
 }
 
