@@ -93,6 +93,9 @@ type fillJob struct {
 	// the device from byte at, written with one pwritev.
 	pieces [][]byte
 	at     int64
+	// held are the pooled buffers the job's data lies in; each gets one
+	// release when the job is done.
+	held []*dataBuf
 }
 
 // gathered is a batch of in-memory file data being put together for one
@@ -105,7 +108,8 @@ type gathered struct {
 	pieces   [][]byte
 	at, end  int64 // device bytes [at, end) the pieces cover
 	firstSrc string
-	used     uint64 // when last added to, for replacing the oldest
+	used     uint64     // when last added to, for replacing the oldest
+	held     []*dataBuf // a reference to each piece's buffer
 }
 
 const (
@@ -411,14 +415,26 @@ func (b *builder) reserveHostFile(n *node, h *hostEntry, finish func(*inode.Inod
 	if err != nil {
 		return err
 	}
-	b.queue(fillJob{src: h.path, data: h.data, size: size, runs: runs})
+	b.queue(fillJob{src: h.path, data: h.data, size: size, runs: runs, held: heldBy(h.buf)})
+	h.data, h.buf = nil, nil
 	return nil
+}
+
+// heldBy is the held list of a job whose data lies in d (nil: not pooled).
+func heldBy(d *dataBuf) []*dataBuf {
+	if d == nil {
+		return nil
+	}
+	return []*dataBuf{d}
 }
 
 // queue hands a job to the fill workers; data already in memory joins the
 // batch being gathered.
 func (b *builder) queue(j fillJob) {
 	if j.data != nil && b.gather(j) {
+		for _, d := range j.held {
+			d.release() // the batches hold their own references
+		}
 		return
 	}
 	var total int64
@@ -465,6 +481,10 @@ func (b *builder) gather(j fillJob) bool {
 		b.gatherClock++
 		g.used = b.gatherClock
 		g.pieces = append(g.pieces, piece)
+		for _, d := range j.held {
+			d.hold()
+			g.held = append(g.held, d)
+		}
 		if pad != nil {
 			g.pieces = append(g.pieces, pad)
 		}
@@ -493,7 +513,7 @@ func (b *builder) batchAt(phys int64) *gathered {
 // flush sends batch g to the workers and empties it.
 func (b *builder) flush(g *gathered) {
 	if len(g.pieces) > 0 {
-		b.send(fillJob{src: g.firstSrc, pieces: g.pieces, at: g.at}, g.end-g.at)
+		b.send(fillJob{src: g.firstSrc, pieces: g.pieces, at: g.at, held: g.held}, g.end-g.at)
 	}
 	*g = gathered{}
 }
@@ -620,6 +640,9 @@ func (b *builder) startFill() {
 						b.fillErr.CompareAndSwap(nil, &err)
 					}
 				} // else drain: the walk stops at its next entry
+				for _, d := range j.held {
+					d.release()
+				}
 				b.pending.Done()
 			}
 		}()
