@@ -101,7 +101,6 @@ func runGet(e *env, args []string) error {
 		return err
 	}
 	defer fsys.Close()
-	defer collectLess()()
 	src, dest := imagePath(o.args[0]), o.args[1]
 
 	top, err := openTop(fsys, src)

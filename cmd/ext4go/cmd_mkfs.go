@@ -213,7 +213,6 @@ func runMkfs(e *env, args []string) error {
 	if *srcDir == "" && *srcTar == "" {
 		return nil
 	}
-	defer collectLess()()
 	fsys, err := ext4go.OpenForBuild(image)
 	if err != nil {
 		return err
