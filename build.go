@@ -610,7 +610,8 @@ func (f *FS) reserveChunk(n *node, size int64, lblk, end uint64, last func(*inod
 	}
 	defer h.End()
 	in := editInode(n)
-	s := &extStore{f: f, h: h, ino: n.ino}
+	s := pooledExtStore(f, h, n.ino)
+	defer putExtStore(s)
 	ed := f.editor(n, in, s)
 	req := mballoc.Request{Inode: n.ino, Logical: lblk, Len: uint32(min(end-lblk, maxAllocChunk)),
 		Flags: mballoc.FlagData, FileSize: uint64(size)}

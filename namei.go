@@ -35,8 +35,19 @@ type dirStore struct {
 
 // newDirStore returns the store of directory n (in is the copy of its
 // inode being changed) in h; u, if not nil, records the changes for undo.
+// Its extent store is pooled: a caller done with the store and its editors
+// may give it back with release (create does, once per new name).
 func (f *FS) newDirStore(h handle, n *node, in *inode.Inode, u *undoLog) *dirStore {
-	return &dirStore{f: f, h: h, n: n, in: in, es: &extStore{f: f, h: h, ino: n.ino, undo: u}, fresh: map[uint32]bool{}}
+	es := pooledExtStore(f, h, n.ino)
+	es.undo = u
+	return &dirStore{f: f, h: h, n: n, in: in, es: es}
+}
+
+// release gives the store's extent store back to its pool; s and the
+// editors made over it must not be used after.
+func (s *dirStore) release() {
+	putExtStore(s.es)
+	s.es = nil
 }
 
 // physical maps a directory block, 0 for a hole.
@@ -161,6 +172,9 @@ func (s *dirStore) AppendBlock() (uint32, error) {
 	}
 	s.es.delta = 0
 	s.in.Size += uint64(f.blockSize)
+	if s.fresh == nil {
+		s.fresh = map[uint32]bool{}
+	}
 	s.fresh[lblk] = true
 	return lblk, nil
 }
@@ -367,6 +381,7 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 	}
 	pin := editInode(parent)
 	ds := f.newDirStore(h, parent, pin, pu)
+	defer ds.release()
 	ed := f.dirEditor(ds)
 	ed.NameChecked = true // looked up above (or known absent), under parent.mu
 	if err := ed.Add(dir.Entry{Inode: child.ino, Name: []byte(name), FileType: f.fileType(e.mode)}); err != nil {
@@ -457,6 +472,7 @@ func (f *FS) initInode(h handle, parent, child *node, e newEntry, u *undoLog) er
 	switch e.mode & 0xF000 {
 	case 0x4000:
 		ds := f.newDirStore(h, child, in, u)
+		defer ds.release()
 		lblk, err := ds.AppendBlock()
 		if err != nil {
 			return err
