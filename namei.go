@@ -36,7 +36,8 @@ type dirStore struct {
 // newDirStore returns the store of directory n (in is the copy of its
 // inode being changed) in h; u, if not nil, records the changes for undo.
 // Its extent store is pooled: a caller done with the store and its editors
-// may give it back with release (create does, once per new name).
+// may give it back with release (create, link and unlink do: once per
+// name).
 func (f *FS) newDirStore(h handle, n *node, in *inode.Inode, u *undoLog) *dirStore {
 	es := pooledExtStore(f, h, n.ino)
 	es.undo = u

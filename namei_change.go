@@ -102,7 +102,9 @@ func (f *FS) removeEntry(parent *node, base string, kind int) (err error) {
 		}
 	}()
 	pin := editInode(parent)
-	ed := f.dirEditor(f.newDirStore(h, parent, pin, u))
+	ds := f.newDirStore(h, parent, pin, u)
+	defer ds.release()
+	ed := f.dirEditor(ds)
 	if _, err := ed.Remove([]byte(base)); err != nil {
 		return err
 	}
@@ -282,7 +284,9 @@ func (f *FS) linkIn(old, parent *node, base string) (err error) {
 		}
 	}()
 	pin := editInode(parent)
-	ed := f.dirEditor(f.newDirStore(h, parent, pin, u))
+	ds := f.newDirStore(h, parent, pin, u)
+	defer ds.release()
+	ed := f.dirEditor(ds)
 	if err := ed.Add(dir.Entry{Inode: old.ino, Name: []byte(base), FileType: f.fileType(oin.Mode)}); err != nil {
 		return fail(err)
 	}

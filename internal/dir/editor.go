@@ -454,6 +454,10 @@ func (e *Editor) dxAdd(ent Entry) error {
 		}
 		last := len(frames) - 1
 		leaf := frames[last].entries[frames[last].at].Block
+		if inserted, err := e.insertInPlace(leaf, ent); inserted || err != nil {
+			return err
+		}
+		// No room: the leaf is split from a copy.
 		b, err := d.block(leaf, "directory block", true)
 		if err != nil {
 			return err
@@ -487,6 +491,34 @@ func (e *Editor) dxAdd(ent Entry) error {
 		}
 	}
 	return fmt.Errorf("dir: inode %d: htree insert did not settle", e.Ino)
+}
+
+// insertInPlace adds ent to leaf lblk in its buffer, when the store can
+// change blocks in place (Modifier), and reports whether it did: a leaf
+// without room is left as it was. Most inserts fit, and a copy of the
+// leaf was a fifth of an insert's time.
+func (e *Editor) insertInPlace(lblk uint32, ent Entry) (bool, error) {
+	m, ok := e.Store.(Modifier)
+	if !ok {
+		return false, nil
+	}
+	if lblk >= e.NBlocks {
+		return false, &fserr.CorruptError{What: "directory block", Block: int64(lblk), Ino: e.Ino,
+			Detail: fmt.Sprintf("block %d is past the directory's %d blocks", lblk, e.NBlocks)}
+	}
+	inserted := false
+	err := m.ModifyBlock(lblk, func(b []byte) error {
+		if err := VerifyLeafChecksum(b, e.Format, e.CsumSeed); err != nil {
+			return fserr.At(err, int64(lblk), e.Ino)
+		}
+		ok, err := Insert(b, e.Format, ent, e.CsumSeed)
+		if err != nil {
+			return fserr.At(err, int64(lblk), e.Ino)
+		}
+		inserted = ok
+		return nil
+	})
+	return inserted, err
 }
 
 // splitLeaf splits the full leaf lblk (content b) in two by hash, with ent

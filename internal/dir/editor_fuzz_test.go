@@ -150,3 +150,74 @@ func FuzzEditorCorrupt(fz *testing.F) {
 		}
 	})
 }
+
+// inPlaceStore is a MemStore that also shows and changes blocks in place
+// (Viewer, Modifier), as the filesystem's directory store does.
+type inPlaceStore struct{ MemStore }
+
+func (s *inPlaceStore) ViewBlock(lblk uint32, fn func(b []byte) error) error {
+	b, err := s.ReadBlock(lblk)
+	if err != nil {
+		return err
+	}
+	return fn(b)
+}
+
+func (s *inPlaceStore) ModifyBlock(lblk uint32, fn func(b []byte) error) error {
+	b, err := s.ReadBlock(lblk)
+	if err != nil {
+		return err
+	}
+	if b == nil {
+		return fmt.Errorf("inplace: block %d is a hole", lblk)
+	}
+	return fn(b)
+}
+
+// FuzzEditorInPlace: the editor's in-place paths (an insert into a leaf's
+// own buffer, the htree root looked at without a copy) leave a directory
+// exactly as its copying paths do, and fail on the same inputs, valid or
+// not.
+func FuzzEditorInPlace(fz *testing.F) {
+	editorSeeds(fz)
+	fz.Fuzz(func(t *testing.T, csum, indexed bool, data []byte) {
+		f := Format{BlockSize: 1024, FileType: true, Csum: csum, LargeDir: true}
+		copying := &MemStore{BlockSize: 1024, MaxBlocks: 24}
+		inPlace := &inPlaceStore{MemStore{BlockSize: 1024, MaxBlocks: 24}}
+		for len(data) >= 1024 && len(copying.Blocks) < 16 {
+			copying.Blocks = append(copying.Blocks, bytes.Clone(data[:1024]))
+			inPlace.Blocks = append(inPlace.Blocks, bytes.Clone(data[:1024]))
+			data = data[1024:]
+		}
+		if len(copying.Blocks) == 0 {
+			return
+		}
+		editor := func(st Store) *Editor {
+			return &Editor{Format: f, Store: st, NBlocks: uint32(len(copying.Blocks)), Indexed: indexed,
+				CsumSeed: 0x5eed, Ino: 12, DirIndex: true, DefHashVersion: HashHalfMD4}
+		}
+		ec, ei := editor(copying), editor(inPlace)
+		for i := range 120 {
+			name := fmt.Appendf(nil, "entry-%d-%s", i%90, bytes.Repeat([]byte("x"), i%37))
+			var errC, errI error
+			if i%5 == 4 {
+				_, errC = ec.Remove(name)
+				_, errI = ei.Remove(name)
+			} else {
+				errC = ec.Add(Entry{Inode: uint32(20 + i), Name: name, FileType: 1})
+				errI = ei.Add(Entry{Inode: uint32(20 + i), Name: name, FileType: 1})
+			}
+			if (errC == nil) != (errI == nil) {
+				t.Fatalf("op %d: copying store: %v; in-place store: %v", i, errC, errI)
+			}
+			if ec.NBlocks != ei.NBlocks || ec.Indexed != ei.Indexed {
+				t.Fatalf("op %d: copying store has %d blocks (indexed %v), in-place %d (%v)", i, ec.NBlocks, ec.Indexed, ei.NBlocks, ei.Indexed)
+			}
+			for b := range copying.Blocks {
+				if !bytes.Equal(copying.Blocks[b], inPlace.Blocks[b]) {
+					t.Fatalf("op %d (%v): block %d differs between the copying and the in-place store", i, errC, b)
+				}
+			}
+		}
+	})
+}

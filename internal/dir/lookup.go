@@ -132,20 +132,24 @@ func (d *Dir) parseLeafOpt(lblk uint32, b []byte, copyNames bool) (*Block, error
 }
 
 // root reads, verifies and parses the htree root.
+// The block is looked at in place: the parse copies what it keeps.
 func (d *Dir) root() (*DxRoot, error) {
-	b, err := d.block(0, "htree root", true)
-	if err != nil {
-		return nil, err
-	}
-	if err := VerifyDxChecksum(b, d.Format, d.CsumSeed); err != nil {
-		return nil, fserr.At(err, 0, d.Ino)
-	}
-	r, err := ParseDxRoot(b, d.Format)
-	if err != nil {
-		var ce *fserr.CorruptError
-		if errors.As(err, &ce) {
-			return nil, &errBadIndex{fserr.At(err, 0, d.Ino)}
+	var r *DxRoot
+	err := d.viewBlock(0, "htree root", true, func(b []byte) error {
+		if err := VerifyDxChecksum(b, d.Format, d.CsumSeed); err != nil {
+			return fserr.At(err, 0, d.Ino)
 		}
+		var err error
+		if r, err = ParseDxRoot(b, d.Format); err != nil {
+			var ce *fserr.CorruptError
+			if errors.As(err, &ce) {
+				return &errBadIndex{fserr.At(err, 0, d.Ino)}
+			}
+			return err
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return r, nil
