@@ -219,15 +219,15 @@ func (f *FS) newBuilder(dst string, o *BuildOptions) (*builder, *node, error) {
 // the image's directory at ipath; made reports that this build made parent
 // (so it holds only names from dir).
 func (b *builder) walkDir(parent *node, ipath, dir string, made bool) error {
-	d, err := os.Open(dir)
+	fd, ents, err := openHostDir(dir)
 	if err != nil {
 		return err
 	}
-	defer d.Close() // after ds.stop: the scan reads the entries through d
+	defer unix.Close(fd) // after ds.stop: the scan reads the entries through fd
 	// A directory inside itself (a bind mount of an ancestor) would be
 	// copied without end.
 	var st unix.Stat_t
-	if err := unix.Fstat(int(d.Fd()), &st); err != nil {
+	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
 	}
 	key := [2]uint64{uint64(st.Dev), st.Ino}
@@ -239,12 +239,7 @@ func (b *builder) walkDir(parent *node, ipath, dir string, made bool) error {
 	}
 	b.above[key] = true
 	defer delete(b.above, key)
-	ents, err := d.ReadDir(-1)
-	if err != nil {
-		return fmt.Errorf("%s: %w", dir, err)
-	}
-	sortEntriesByName(ents)
-	ds := b.scan.start(dir, int(d.Fd()), ents)
+	ds := b.scan.start(dir, fd, ents)
 	defer ds.stop()
 	for range ents {
 		if err := b.fillFailed(); err != nil {

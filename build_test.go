@@ -424,3 +424,43 @@ func TestBuildRecyclesDataBuffers(t *testing.T) {
 		testutil.CompareFS(t, openImage(t, image), src, testutil.CompareOptions{SkipPaths: []string{"lost+found"}})
 	}
 }
+
+// TestBuildKeepsHoles: a built file has no more blocks than its source
+// (plus one for an extent tree block), so holes stay holes, whether the
+// build finds them by SEEK_DATA or knows from st_blocks there are none.
+func TestBuildKeepsHoles(t *testing.T) {
+	src := testutil.SourceDir(t)
+	testutil.GenTree(t, src, testutil.TreeSpec{Preset: "sparse", Seed: 3, BlockSize: 4096})
+	image := buildImage(t, src, nil, 256<<20, 4096)
+	testutil.RequireFsckClean(t, image)
+	fsys := openImage(t, image)
+	checked := 0
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		fi, err := fsys.Lstat(filepath.ToSlash(rel))
+		if err != nil {
+			return err
+		}
+		got := fi.Sys().(*ext4go.Stat).Blocks
+		if got > st.Blocks+8 {
+			t.Errorf("%s: %d sectors in the image, %d in the source", rel, got, st.Blocks)
+		}
+		if st.Blocks*512 < st.Size {
+			checked++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked == 0 {
+		t.Fatal("the tree has no sparse file")
+	}
+}
