@@ -156,7 +156,9 @@ type pendingTimes struct {
 
 // AddDir copies the host directory src (its contents) into the directory
 // dst of the image, keeping file types, modes, owners, times, hard links,
-// holes and extended attributes, as mke2fs -d does. Entries are made in
+// holes and extended attributes, as mke2fs -d does. (Holes are searched
+// for, with SEEK_DATA, in files whose block count is not exactly what
+// their size needs; see hostEntry.readData.) Entries are made in
 // name order; file data is read and written by several workers at once.
 func (f *FS) AddDir(dst, src string, o *BuildOptions) error {
 	b, parent, err := f.newBuilder(dst, o)

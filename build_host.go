@@ -303,11 +303,12 @@ func (e *hostEntry) loadData() error {
 // a small file, reads its data.
 func (e *hostEntry) readData(fd int) error {
 	size := e.st.Size
-	if e.st.Blocks*512 >= size {
-		// Allocated all through: no hole to find, and two lseeks a file
-		// saved. (A host that counts blocks past the end or an xattr
-		// block in st_blocks could hide a small hole this way: it is
-		// copied as the zeros it reads as.)
+	if bs := int64(e.st.Blksize); bs > 0 && e.st.Blocks*512 == (size+bs-1)/bs*bs {
+		// Exactly the blocks its size needs: no hole to find, and two
+		// lseeks a file saved. Blocks past the end or an xattr block
+		// counted in st_blocks make the count differ, and the holes are
+		// searched for; only a hole whose block such extras exactly
+		// make up for is copied as the zeros it reads as.
 		e.ranges = []Range{{0, size}}
 	} else {
 		e.ranges = dataRanges(fd, size)
