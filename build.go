@@ -119,7 +119,7 @@ const (
 	gatherMax     = 4 << 20
 	gatherStreams = 8
 	// writebackEvery is how many bytes of file data are written between
-	// requests to start writeback (see dev.File.StartWriteback).
+	// requests to start writeback and syncs (see builder.fill).
 	writebackEvery = 32 << 20
 )
 
@@ -147,6 +147,7 @@ type builder struct {
 	batches      [gatherStreams]gathered // in-memory data not yet queued; the walk's
 	gatherClock  uint64
 	unflushed    atomic.Int64 // bytes written since writeback was last started
+	syncing      atomic.Bool  // a worker is in SyncData (fill)
 }
 
 type pendingTimes struct {
@@ -633,7 +634,7 @@ func (b *builder) startFill() {
 			buf := make([]byte, 1<<20)
 			for j := range b.jobs {
 				if b.fillErr.Load() == nil {
-					if err := b.f.fill(j, buf, &b.done, &b.unflushed); err != nil {
+					if err := b.fill(j, buf); err != nil {
 						err = fmt.Errorf("%s: %w", j.src, err)
 						b.fillErr.CompareAndSwap(nil, &err)
 					}
@@ -702,6 +703,10 @@ func (b *builder) setTimes() error {
 // written to it without waiting (dev.File).
 type writebackStarter interface{ StartWriteback() error }
 
+// dataSyncer is a device that can wait until what was written to it is
+// durable (dev.File).
+type dataSyncer interface{ SyncData() error }
+
 // vectorWriter is a device that writes many pieces in one call (dev.File).
 type vectorWriter interface {
 	WriteVAt(pieces [][]byte, off int64) (int, error)
@@ -709,17 +714,33 @@ type vectorWriter interface {
 
 // fill copies a file's data into its reserved blocks, or writes a gathered
 // batch. Every writebackEvery bytes written in all (unflushed counts them)
-// it starts the device's writeback.
-func (f *FS) fill(j fillJob, buf []byte, done, unflushed *atomic.Int64) error {
-	before := done.Load()
-	err := f.fillData(j, buf, done)
-	if unflushed.Add(done.Load()-before) >= writebackEvery {
-		unflushed.Store(0)
-		if w, ok := f.dev.(writebackStarter); ok {
-			w.StartWriteback() // only a hint: fsync at Close writes what is left
+// it starts the device's writeback and, unless another worker is at it,
+// waits for the device to have everything so far: done along the way, on a
+// worker, the wait costs no CPU, while left to Close's fsync, on a virtual
+// disk that fsync waited for the host to write out the whole image's data
+// at once (120 of the 800 ms of a build of /usr/local/go here). The error
+// of that sync is the build's: it is reported once, and Close's fsync
+// would not see it again.
+func (b *builder) fill(j fillJob, buf []byte) error {
+	f := b.f
+	before := b.done.Load()
+	if err := f.fillData(j, buf, &b.done); err != nil {
+		return err
+	}
+	if b.unflushed.Add(b.done.Load()-before) < writebackEvery {
+		return nil
+	}
+	b.unflushed.Store(0)
+	if w, ok := f.dev.(writebackStarter); ok {
+		w.StartWriteback() // only a hint
+	}
+	if s, ok := f.dev.(dataSyncer); ok && b.syncing.CompareAndSwap(false, true) {
+		defer b.syncing.Store(false)
+		if err := s.SyncData(); err != nil {
+			return fmt.Errorf("syncing the image: %w", err)
 		}
 	}
-	return err
+	return nil
 }
 
 func (f *FS) fillData(j fillJob, buf []byte, done *atomic.Int64) error {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -462,5 +463,66 @@ func TestBuildKeepsHoles(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("the tree has no sparse file")
+	}
+}
+
+// syncCountingDev is an image device whose SyncData (the build's syncs as
+// it goes) is counted and fails with err when set.
+type syncCountingDev struct {
+	ext4go.Device
+	syncs atomic.Int32
+	err   error
+}
+
+func (d *syncCountingDev) SyncData() error {
+	d.syncs.Add(1)
+	return d.err
+}
+
+// TestBuildSyncsAsItGoes: a build waits for its data to be durable every
+// 32 MiB, on a worker, so that the final fsync is short; an error of such
+// a sync fails the build (fsync would not report it a second time).
+func TestBuildSyncsAsItGoes(t *testing.T) {
+	src := testutil.SourceDir(t)
+	data := make([]byte, 9<<20)
+	for i := 0; i < 5; i++ {
+		data[0] = byte(i)
+		if err := os.WriteFile(filepath.Join(src, "big"+strconv.Itoa(i)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, fail := range []bool{false, true} {
+		image := filepath.Join(t.TempDir(), "img")
+		if err := ext4go.Mkfs(image, ext4go.MkfsOptions{Size: 128 << 20}); err != nil {
+			t.Fatal(err)
+		}
+		d, err := ext4go.OpenImageDevice(image, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sd := &syncCountingDev{Device: d}
+		if fail {
+			sd.err = syscall.EIO
+		}
+		fsys, err := ext4go.OpenDeviceForBuild(sd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = fsys.AddDir(".", src, &ext4go.BuildOptions{UID: -1, GID: -1, Workers: 2})
+		cerr := fsys.Close()
+		if sd.syncs.Load() == 0 {
+			t.Errorf("fail=%v: 45 MiB built without a sync", fail)
+		}
+		if !fail {
+			if err != nil || cerr != nil {
+				t.Fatal(err, cerr)
+			}
+			testutil.RequireFsckClean(t, image)
+			testutil.CompareFS(t, openImage(t, image), src, testutil.CompareOptions{SkipPaths: []string{"lost+found"}})
+			continue
+		}
+		if !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), "syncing the image") {
+			t.Errorf("a failed sync: AddDir returned %v", err)
+		}
 	}
 }

@@ -44,6 +44,11 @@ type Device = dev.Device
 // e.g. to record its writes).
 func OpenDevice(d Device, opts *Options) (*FS, error) { return newFS(d, opts, false) }
 
+// OpenDeviceForBuild is OpenForBuild on d.
+func OpenDeviceForBuild(d Device) (*FS, error) {
+	return newFS(d, &Options{Writable: true}, true)
+}
+
 // OpenImageDevice opens an image file as a Device, writable or not.
 func OpenImageDevice(path string, writable bool) (Device, error) { return dev.Open(path, writable) }
 

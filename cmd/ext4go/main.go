@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 	"sort"
 	"strings"
 )
@@ -60,7 +61,9 @@ func main() {
 // EXT4GO_CPUPROFILE=FILE a CPU profile, EXT4GO_MEMPROFILE=FILE a heap
 // profile (with every allocation's site) when the command ends,
 // EXT4GO_MUTEXPROFILE=FILE and EXT4GO_BLOCKPROFILE=FILE where goroutines
-// waited on locks and channels (every event sampled).
+// waited on locks and channels (every event sampled), EXT4GO_TRACE=FILE an
+// execution trace (for go tool trace: which goroutine ran, waited or sat in
+// a system call, when).
 func profiled(cmd func() int) int {
 	for _, p := range []struct{ env, name string }{{"EXT4GO_MUTEXPROFILE", "mutex"}, {"EXT4GO_BLOCKPROFILE", "block"}} {
 		path := os.Getenv(p.env)
@@ -93,6 +96,14 @@ func profiled(cmd func() int) int {
 			if pprof.StartCPUProfile(f) == nil {
 				defer f.Close()
 				defer pprof.StopCPUProfile()
+			}
+		}
+	}
+	if path := os.Getenv("EXT4GO_TRACE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			if trace.Start(f) == nil {
+				defer f.Close()
+				defer trace.Stop()
 			}
 		}
 	}

@@ -150,6 +150,16 @@ func (d *File) StartWriteback() error {
 	return unix.SyncFileRange(int(d.f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
 }
 
+// SyncData waits until what was written to the image is durable, the
+// disk's own cache flushed too (fdatasync). A build calls it as it goes,
+// from a worker, so that the final fsync has little left to wait for.
+func (d *File) SyncData() error {
+	if !d.writable {
+		return nil
+	}
+	return unix.Fdatasync(int(d.f.Fd()))
+}
+
 func (d *File) Size() int64 { return d.size }
 func (d *File) Sync() error { return d.f.Sync() }
 
