@@ -115,8 +115,10 @@ type gathered struct {
 const (
 	// gatherMax bounds a batch: large enough that syscalls are few,
 	// small enough that the workers get batches to write in parallel
-	// with the walk.
-	gatherMax     = 4 << 20
+	// with the walk and the buffers come back soon. The memory in open
+	// batches is fresh pages to fault in: 4 MiB batches cost a build of
+	// /usr/local/go 6k more page faults and 5% more CPU than 512 KiB.
+	gatherMax     = 512 << 10
 	gatherStreams = 8
 	// writebackEvery is how many bytes of file data are written between
 	// requests to start writeback and syncs (see builder.fill).
