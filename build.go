@@ -633,10 +633,9 @@ func (b *builder) startFill() {
 		b.fillWG.Add(1)
 		go func() {
 			defer b.fillWG.Done()
-			buf := make([]byte, 1<<20)
 			for j := range b.jobs {
 				if b.fillErr.Load() == nil {
-					if err := b.fill(j, buf); err != nil {
+					if err := b.fill(j); err != nil {
 						err = fmt.Errorf("%s: %w", j.src, err)
 						b.fillErr.CompareAndSwap(nil, &err)
 					}
@@ -723,10 +722,18 @@ type vectorWriter interface {
 // at once (120 of the 800 ms of a build of /usr/local/go here). The error
 // of that sync is the build's: it is reported once, and Close's fsync
 // would not see it again.
-func (b *builder) fill(j fillJob, buf []byte) error {
+func (b *builder) fill(j fillJob) error {
 	f := b.f
 	before := b.done.Load()
-	if err := f.fillData(j, buf, &b.done); err != nil {
+	var buf *[]byte
+	if j.pieces == nil {
+		buf = fillBufs.Get().(*[]byte)
+	}
+	err := f.fillData(j, buf, &b.done)
+	if buf != nil {
+		fillBufs.Put(buf)
+	}
+	if err != nil {
 		return err
 	}
 	if b.unflushed.Add(b.done.Load()-before) < writebackEvery {
@@ -745,7 +752,16 @@ func (b *builder) fill(j fillJob, buf []byte) error {
 	return nil
 }
 
-func (f *FS) fillData(j fillJob, buf []byte, done *atomic.Int64) error {
+// fillBufs are the read buffers of fills from host files: only as many
+// as copies run at once (a few; most data comes in gathered batches),
+// not one for each worker, whose first use cost a page fault each 4 KiB.
+var fillBufs = sync.Pool{New: func() any {
+	b := make([]byte, 1<<20)
+	return &b
+}}
+
+// fillData writes j; buf is the read buffer for a job that is not a batch.
+func (f *FS) fillData(j fillJob, bufp *[]byte, done *atomic.Int64) error {
 	if j.pieces != nil {
 		var n int
 		var err error
@@ -773,6 +789,7 @@ func (f *FS) fillData(j fillJob, buf []byte, done *atomic.Int64) error {
 		defer file.Close()
 		src = file
 	}
+	buf := *bufp
 	bs := f.blockSize
 	for _, r := range j.runs {
 		off := int64(r.logical) * bs
