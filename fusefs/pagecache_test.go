@@ -2,13 +2,17 @@ package fusefs_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/fusefs"
 	"github.com/ext4go/ext4go/internal/testutil"
 )
 
@@ -124,5 +128,73 @@ func TestMountPageCache(t *testing.T) {
 	}
 	if !bytes.Equal(got, model) {
 		t.Fatalf("after unmount ext4go reads %d bytes that differ from the model (%d)", len(got), len(model))
+	}
+}
+
+// readaheadKB is the readahead of the FUSE mount on dir, in KiB.
+func readaheadKB(t *testing.T, dir string) int {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev)))
+	if err != nil {
+		t.Skipf("no readahead setting in sysfs: %v", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestMountReadahead: the mount reads ahead as far as its largest request
+// (1 MiB) unless told otherwise, and -1 leaves the kernel's 128 KiB; a
+// file read in sequence comes back whole.
+func TestMountReadahead(t *testing.T) {
+	requireFUSE(t)
+	if os.Getuid() != 0 {
+		t.Skip("setting readahead needs root (sysfs)")
+	}
+	for _, c := range []struct {
+		ra, wantKB int
+	}{{0, 1024}, {256 << 10, 256}, {-1, 128}} {
+		img := filepath.Join(t.TempDir(), "img")
+		testutil.Mke2fs(t, img, 64<<20, "-t", "ext4")
+		fsys, err := ext4go.Open(img, &ext4go.Options{Writable: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(t.TempDir(), "mnt")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		srv, err := fusefs.Mount(fsys, dir, &fusefs.Options{UID: -1, GID: -1, MaxReadahead: c.ra})
+		if err != nil {
+			fsys.Close()
+			t.Fatal(err)
+		}
+		got := readaheadKB(t, dir)
+		data := make([]byte, 5<<20+123)
+		for i := range data {
+			data[i] = byte(i * 7 / 5)
+		}
+		err = os.WriteFile(filepath.Join(dir, "f"), data, 0o644)
+		var back []byte
+		if err == nil {
+			back, err = os.ReadFile(filepath.Join(dir, "f"))
+		}
+		unmount(t, srv, fsys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.wantKB {
+			t.Errorf("MaxReadahead %d: read_ahead_kb %d, want %d", c.ra, got, c.wantKB)
+		}
+		if !bytes.Equal(back, data) {
+			t.Errorf("MaxReadahead %d: the file read back differs", c.ra)
+		}
+		testutil.RequireFsckClean(t, img)
 	}
 }

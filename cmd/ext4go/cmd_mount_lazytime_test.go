@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,4 +165,21 @@ func imageMtime(t *testing.T, image, name string) time.Time {
 		t.Fatal(err)
 	}
 	return st.Sys().(*ext4go.Stat).Mtime
+}
+
+// TestMountReadaheadOption: max_readahead=BYTES reaches fusefs.Options; a
+// missing, negative or zero size is an error naming the option.
+func TestMountReadaheadOption(t *testing.T) {
+	cfg, err := parseMountOptions([]string{"max_readahead=262144"})
+	if err != nil || cfg.fuse.MaxReadahead != 262144 {
+		t.Fatalf("max_readahead=262144: %+v, %v", cfg, err)
+	}
+	if cfg, err := parseMountOptions(nil); err != nil || cfg.fuse.MaxReadahead != 0 {
+		t.Fatalf("no option: MaxReadahead %d, %v", cfg.fuse.MaxReadahead, err)
+	}
+	for _, o := range []string{"max_readahead", "max_readahead=-1", "max_readahead=0", "max_readahead=1M"} {
+		if _, err := parseMountOptions([]string{o}); err == nil || !strings.Contains(err.Error(), "max_readahead") {
+			t.Errorf("%s: %v", o, err)
+		}
+	}
 }
