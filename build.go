@@ -760,7 +760,8 @@ var fillBufs = sync.Pool{New: func() any {
 	return &b
 }}
 
-// fillData writes j; buf is the read buffer for a job that is not a batch.
+// fillData writes j; bufp is the read buffer of a job that is not a batch
+// (nil for a batch).
 func (f *FS) fillData(j fillJob, bufp *[]byte, done *atomic.Int64) error {
 	if j.pieces != nil {
 		var n int
