@@ -350,6 +350,32 @@ func (a *Allocator) Load(gi uint32) error {
 	return nil
 }
 
+// OnlyInUse reports whether ino is the only inode in use of the perBlock
+// inodes that share its inode-table block (perBlock divides the inodes per
+// group). A group whose bitmap is not loaded yet reports false: the
+// question comes right after an allocation, from the group's loaded
+// bitmap, and must not read one under the caller's locks.
+func (a *Allocator) OnlyInUse(ino, perBlock uint32) bool {
+	n := a.geo.InodesPerGroup
+	if ino == 0 || perBlock == 0 || n%perBlock != 0 || (ino-1)/n >= uint32(len(a.groups)) {
+		return false
+	}
+	gi, idx := (ino-1)/n, (ino-1)%n
+	g := &a.groups[gi]
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.loaded {
+		return false
+	}
+	first := idx - idx%perBlock
+	for i := first; i < first+perBlock; i++ {
+		if i != idx && g.bitmap[i/64]&(1<<(i%64)) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // MarkUsed marks inode ino in use if it is free (kernel:
 // ext4_mark_inode_used, for the fast-commit replay), counting it as a
 // directory when dir is set, and reports whether it changed anything.

@@ -466,7 +466,22 @@ func (h *Handle) CreateSealed(nr uint64, seed uint32, fn func(b []byte) error) e
 
 func sealOf(seed uint32) uint64 { return 1<<32 | uint64(seed) }
 
+// ModifyOrZero is Modify for a block whose content matters only if zero
+// says so: when the block is not in memory, zero is asked (with the
+// buffer's lock held, so no other change of the block can start in
+// between) and, if it reports true, the block starts zeroed instead of
+// being read. An inode-table block none of whose other inodes are in use
+// is one (kernel: __ext4_get_inode_loc's in_mem case). zero must not
+// take a buffer's lock.
+func (h *Handle) ModifyOrZero(nr uint64, zero func() bool, fn func(b []byte) error) error {
+	return h.modifyZeroing(nr, false, 0, zero, fn)
+}
+
 func (h *Handle) modify(nr uint64, fresh bool, seal uint64, fn func(b []byte) error) error {
+	return h.modifyZeroing(nr, fresh, seal, nil, fn)
+}
+
+func (h *Handle) modifyZeroing(nr uint64, fresh bool, seal uint64, zero func() bool, fn func(b []byte) error) error {
 	if h.ended {
 		return errors.New("txn: handle already ended")
 	}
@@ -474,7 +489,7 @@ func (h *Handle) modify(nr uint64, fresh bool, seal uint64, fn func(b []byte) er
 	if err := m.checkBlock(nr); err != nil {
 		return err
 	}
-	b, err := m.buffer(nr, !fresh)
+	b, err := m.bufferZeroing(nr, !fresh, zero)
 	if err != nil {
 		return err
 	}
@@ -664,6 +679,12 @@ func (b *Buffer) readUnlock() {
 // buffer returns the cached buffer of block nr, pinned, reading it from the
 // device when read is set and it is not valid yet. The caller must unpin it.
 func (m *Manager) buffer(nr uint64, read bool) (*Buffer, error) {
+	return m.bufferZeroing(nr, read, nil)
+}
+
+// bufferZeroing is buffer; a block to be read is zeroed instead when
+// zero, asked under the buffer's lock, reports true.
+func (m *Manager) bufferZeroing(nr uint64, read bool, zero func() bool) (*Buffer, error) {
 	b := m.cache.get(nr, m.bs)
 	if !read {
 		return b, nil
@@ -676,6 +697,10 @@ func (m *Manager) buffer(nr uint64, read bool) (*Buffer, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if !b.valid && zero != nil && zero() {
+		clear(b.data)
+		b.valid = true
+	}
 	if !b.valid {
 		n, err := m.dev.ReadAt(b.data, int64(nr)*int64(m.bs))
 		if n < len(b.data) {
