@@ -14,7 +14,11 @@
 // the Store call that persists a change; per-group, per-flex and total
 // counters are atomics read without locks (the choice of group is a
 // heuristic; the bitmap, re-read under the lock, is the truth). A Dir's
-// last-allocated group is an atomic. There is no global lock.
+// last-allocated group is an atomic. There is no global lock. Lock order:
+// a group's mutex is taken inside an inode-table block's buffer lock
+// (OnlyInUse, from txn.Handle.ModifyOrZero), and the Store's bitmap and
+// descriptor buffers are locked inside a group's mutex; so a Store must
+// never touch an inode-table block.
 package ialloc
 
 import (
