@@ -42,13 +42,22 @@ func (f *FS) newInode(h handle, parent *node, name string, mode uint16, uid, gid
 		return nil, err
 	}
 	now := inode.FromTime(f.now())
-	in := &inode.Inode{
+	// The inode and its bytes in one object, the bytes its own: setInode
+	// encodes into them instead of allocating (editInode's layout).
+	c := new(inodeCopy)
+	c.in = inode.Inode{
 		Mode: mode, UID: uid, GID: gid,
 		Atime: now, Ctime: now, Mtime: now, Crtime: now,
 		LinksCount: 1,
 		Generation: f.generation(ino),
-		Raw:        make([]byte, f.inodeSize),
+		RawOwned:   true,
 	}
+	if f.inodeSize <= inodeCopyRaw {
+		c.in.Raw = c.raw[:f.inodeSize]
+	} else {
+		c.in.Raw = make([]byte, f.inodeSize)
+	}
+	in := &c.in
 	if isDir {
 		in.LinksCount = 2
 	}
