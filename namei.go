@@ -469,6 +469,14 @@ func (f *FS) inheritACL(parent *node, e *newEntry) (inheritedACL, error) {
 // initInode gives a new inode its content: a directory its first block, a
 // symlink its target, a device node its number.
 func (f *FS) initInode(h handle, parent, child *node, e newEntry, u *undoLog) error {
+	switch e.mode & 0xF000 {
+	case 0x4000, 0xA000, 0x2000, 0x6000:
+	default:
+		// A regular file, FIFO or socket is complete as newInode wrote
+		// it: writing the same inode again cost a copy, an encode and
+		// a checksum on every create.
+		return nil
+	}
 	in := editInode(child)
 	switch e.mode & 0xF000 {
 	case 0x4000:
