@@ -8,7 +8,8 @@
 #   scripts/bench-mkfs.sh [-r REPS] [-s SIZE] [-m warm,cold] [-b OLD-EXT4GO] [SOURCE...]
 # SOURCE defaults to /usr/local/go; "tree100k" generates 100k small files.
 # -b adds a column for another ext4go binary (e.g. one built before a change).
-# WORK (default a new /tmp directory) holds the binaries and images.
+# WORK holds the binaries and images, and is kept; by default a new /tmp
+# directory, removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=5 size=1G modes=warm,cold old=
@@ -23,7 +24,12 @@ while getopts r:s:m:b: opt; do
 done
 shift $((OPTIND - 1))
 [ $# -gt 0 ] || set -- /usr/local/go
-work=${WORK:-$(mktemp -d /tmp/ext4go-bench-mkfs.XXXX)}
+if [ -n "${WORK:-}" ]; then
+  work=$WORK # kept: its images can be looked at after
+else
+  work=$(mktemp -d /tmp/ext4go-bench-mkfs.XXXX)
+  trap 'rm -rf "$work"' EXIT # three images of SIZE each run
+fi
 mkdir -p "$work"
 go build -o "$work/ext4go" ./cmd/ext4go
 
