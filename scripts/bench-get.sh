@@ -13,7 +13,8 @@
 # last copy of each tool matches the source tree (content, modes, mtimes).
 #   scripts/bench-get.sh [-r REPS] [-o OUT] [-b OLD-EXT4GO]
 # -b adds a column for another ext4go binary (e.g. one built before a change).
-# WORK (default a new /tmp directory) holds the binaries, tree and image.
+# WORK holds the binaries, tree and image, and is kept (a later run reuses
+# the tree); by default a new /tmp directory, removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=5 old= outdir=/dev/shm
@@ -25,7 +26,12 @@ while getopts r:o:b: opt; do
   *) exit 2 ;;
   esac
 done
-work=${WORK:-$(mktemp -d /tmp/ext4go-bench-get.XXXX)}
+if [ -n "${WORK:-}" ]; then
+  work=$WORK # kept, with its generated tree, for the next run
+else
+  work=$(mktemp -d /tmp/ext4go-bench-get.XXXX)
+  trap 'rm -rf "$work"' EXIT
+fi
 mkdir -p "$work"
 go build -o "$work/ext4go" ./cmd/ext4go
 
