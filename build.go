@@ -724,19 +724,19 @@ type vectorWriter interface {
 // would not see it again.
 func (b *builder) fill(j fillJob) error {
 	f := b.f
-	before := b.done.Load()
 	var buf *[]byte
 	if j.pieces == nil {
 		buf = fillBufs.Get().(*[]byte)
 	}
-	err := f.fillData(j, buf, &b.done)
+	wrote, err := f.fillData(j, buf, &b.done)
 	if buf != nil {
 		fillBufs.Put(buf)
 	}
 	if err != nil {
 		return err
 	}
-	if b.unflushed.Add(b.done.Load()-before) < writebackEvery {
+	// Only this job's bytes: done moves with the other workers' too.
+	if b.unflushed.Add(wrote) < writebackEvery {
 		return nil
 	}
 	b.unflushed.Store(0)
@@ -760,9 +760,10 @@ var fillBufs = sync.Pool{New: func() any {
 	return &b
 }}
 
-// fillData writes j; bufp is the read buffer of a job that is not a batch
-// (nil for a batch).
-func (f *FS) fillData(j fillJob, bufp *[]byte, done *atomic.Int64) error {
+// fillData writes j, adding the bytes to done as it goes, and returns how
+// many it wrote; bufp is the read buffer of a job that is not a batch (nil
+// for a batch).
+func (f *FS) fillData(j fillJob, bufp *[]byte, done *atomic.Int64) (int64, error) {
 	if j.pieces != nil {
 		var n int
 		var err error
@@ -777,7 +778,7 @@ func (f *FS) fillData(j fillJob, bufp *[]byte, done *atomic.Int64) error {
 			}
 		}
 		done.Add(int64(n))
-		return err
+		return int64(n), err
 	}
 	var src io.ReaderAt
 	if j.data != nil {
@@ -785,13 +786,14 @@ func (f *FS) fillData(j fillJob, bufp *[]byte, done *atomic.Int64) error {
 	} else {
 		file, err := os.Open(j.src)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		defer file.Close()
 		src = file
 	}
 	buf := *bufp
 	bs := f.blockSize
+	var wrote int64
 	for _, r := range j.runs {
 		off := int64(r.logical) * bs
 		end := min(off+int64(r.length)*bs, j.size)
@@ -800,10 +802,10 @@ func (f *FS) fillData(j fillJob, bufp *[]byte, done *atomic.Int64) error {
 			n := min(int64(len(buf)), end-off)
 			m, err := src.ReadAt(buf[:n], off)
 			if err != nil && err != io.EOF {
-				return err
+				return wrote, err
 			}
 			if int64(m) < n {
-				return fmt.Errorf("changed while being copied (shorter than %d bytes)", j.size)
+				return wrote, fmt.Errorf("changed while being copied (shorter than %d bytes)", j.size)
 			}
 			// Pad the file's last block with zeros.
 			w := n
@@ -816,20 +818,21 @@ func (f *FS) fillData(j fillJob, bufp *[]byte, done *atomic.Int64) error {
 				}
 			}
 			if _, err := f.dev.WriteAt(buf[:w], phys); err != nil {
-				return err
+				return wrote, err
 			}
 			if w == n && off+n == j.size && j.size%bs != 0 {
 				zeros := make([]byte, bs-j.size%bs)
 				if _, err := f.dev.WriteAt(zeros, phys+n); err != nil {
-					return err
+					return wrote, err
 				}
 			}
 			done.Add(n)
+			wrote += n
 			off += n
 			phys += n
 		}
 	}
-	return nil
+	return wrote, nil
 }
 
 // setBuildTimes gives a built inode its source's times; ctime and crtime

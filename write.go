@@ -1101,7 +1101,7 @@ func (f *FS) setInode(h handle, n *node, in *inode.Inode) error {
 	// __ext4_get_inode_loc with in_mem). A mkfs -d of /usr/local/go read
 	// 885 blocks, most of its metadata reads, for nothing.
 	var zero func() bool
-	if old == nil {
+	if old == nil && !f.opts.replaying { // the kernel's replay reads too
 		zero = func() bool { return f.w.ialloc.OnlyInUse(n.ino, uint32(f.blockSize)/uint32(f.inodeSize)) }
 	}
 	err = h.ModifyOrZero(blk, zero, func(b []byte) error {

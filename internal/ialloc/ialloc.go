@@ -365,13 +365,18 @@ func (a *Allocator) OnlyInUse(ino, perBlock uint32) bool {
 		return false
 	}
 	gi, idx := (ino-1)/n, (ino-1)%n
+	first := idx - idx%perBlock
+	if gi == 0 && first < a.geo.FirstIno-1 {
+		// The reserved inodes (the root, the journal, ...) count as in
+		// use whatever a damaged bitmap says.
+		return false
+	}
 	g := &a.groups[gi]
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.loaded {
 		return false
 	}
-	first := idx - idx%perBlock
 	for i := first; i < first+perBlock; i++ {
 		if i != idx && g.bitmap[i/64]&(1<<(i%64)) != 0 {
 			return false
