@@ -2,9 +2,13 @@ package ext4go_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,8 +37,8 @@ func (d *readRecordingDev) ReadAt(p []byte, off int64) (int, error) {
 // TestNewInodeAloneNotRead: a new inode whose inode-table block holds no
 // other inode in use starts that block zeroed instead of reading it, as
 // the kernel does. The free slots of a lazily initialised table may hold
-// anything: here they hold garbage, the blocks are never read, and e2fsck
-// is clean after.
+// anything: here they hold garbage, the blocks are never read, e2fsck is
+// clean after and the kernel reads every file back.
 func TestNewInodeAloneNotRead(t *testing.T) {
 	image := filepath.Join(t.TempDir(), "img")
 	testutil.Mke2fs(t, image, 32<<20, "-t", "ext4", "-b", "4096", "-I", "256", "-E", "lazy_itable_init=1")
@@ -97,13 +101,23 @@ func TestNewInodeAloneNotRead(t *testing.T) {
 		}
 	}
 	testutil.RequireFsckClean(t, image)
+	mp := testutil.Mount(t, image, true)
+	for i := 0; i < 130; i++ {
+		name := fmt.Sprintf("f%d", i)
+		if got, err := os.ReadFile(filepath.Join(mp, name)); err != nil || string(got) != name {
+			t.Errorf("kernel: %s: %q, %v", name, got, err)
+		}
+	}
 }
 
-// TestNewInodesRacingInOneBlock: goroutines creating files at once get
-// inodes that share itable blocks; whichever writes a block first may
-// start it zeroed, and no other new inode of the block may be lost to
-// that. Every file is there with its content after a reopen, and e2fsck
-// is clean.
+// TestNewInodesRacingInOneBlock: new inodes share itable blocks with
+// inodes being unlinked, renamed and truncated at the same time, and with
+// bystanders nothing touches; whichever writes a block first may start it
+// zeroed, and no in-use inode of the block may be lost to that. Each
+// worker churns its own names (create, truncate, rename, unlink, in a
+// seeded order) against a model, with commits every millisecond; after,
+// every model file and every bystander has its content through the
+// library and through the kernel, and e2fsck is clean.
 func TestNewInodesRacingInOneBlock(t *testing.T) {
 	image := filepath.Join(t.TempDir(), "img")
 	testutil.Mke2fs(t, image, 64<<20, "-t", "ext4", "-b", "1024", "-I", "256", "-E", "lazy_itable_init=1")
@@ -111,17 +125,58 @@ func TestNewInodesRacingInOneBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const workers, each = 8, 150
+	want := map[string]string{}
+	for i := 0; i < 40; i++ { // bystanders, in the blocks the workers' inodes come to share
+		name := fmt.Sprintf("by%d", i)
+		want[name] = strings.Repeat(name, 50)
+		if err := fsys.WriteFile(name, []byte(want[name]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const workers, steps = 6, 300
+	models := make([]map[string]string, workers)
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := 0; w < workers; w++ {
+		models[w] = map[string]string{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < each; i++ {
-				name := fmt.Sprintf("w%d-%d", w, i)
-				if err := fsys.WriteFile(name, []byte(name), 0o644); err != nil {
-					errs <- err
+			m := models[w]
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for i := 0; i < steps; i++ {
+				a := fmt.Sprintf("w%d-%d", w, rng.IntN(12))
+				b := fmt.Sprintf("w%d-%d", w, rng.IntN(12))
+				var err error
+				switch op := rng.IntN(4); {
+				case op == 0 || m[a] == "" && op != 3:
+					content := fmt.Sprintf("%s@%d", a, i)
+					if err = fsys.WriteFile(a, []byte(content), 0o644); err == nil {
+						m[a] = content
+					}
+				case op == 1:
+					var f *ext4go.File
+					if f, err = fsys.OpenFile(a, os.O_WRONLY, 0); err == nil {
+						err = errors.Join(f.Truncate(3), f.Close())
+					}
+					if err == nil {
+						m[a] = m[a][:3]
+					}
+				case op == 2:
+					if err = fsys.Rename(a, b); err == nil && a != b {
+						m[b] = m[a]
+						delete(m, a)
+					}
+				default:
+					err = fsys.Remove(a)
+					if err == nil {
+						delete(m, a)
+					} else if _, ok := m[a]; !ok && errors.Is(err, fs.ErrNotExist) {
+						err = nil
+					}
+				}
+				if err != nil {
+					errs <- fmt.Errorf("worker %d step %d: %w", w, i, err)
 					return
 				}
 			}
@@ -135,19 +190,41 @@ func TestNewInodesRacingInOneBlock(t *testing.T) {
 	if err := fsys.Close(); err != nil {
 		t.Fatal(err)
 	}
-	fsys, err = ext4go.Open(image, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fsys.Close()
-	for w := 0; w < workers; w++ {
-		for i := 0; i < each; i++ {
-			name := fmt.Sprintf("w%d-%d", w, i)
-			got, err := fsys.ReadFile(name)
-			if err != nil || string(got) != name {
-				t.Fatalf("%s: %q, %v", name, got, err)
-			}
+	for _, m := range models {
+		for name, content := range m {
+			want[name] = content
 		}
 	}
 	testutil.RequireFsckClean(t, image)
+	check := func(who string, read func(string) ([]byte, error), list func() ([]string, error)) {
+		t.Helper()
+		for name, content := range want {
+			got, err := read(name)
+			if err != nil || string(got) != content {
+				t.Errorf("%s: %s: %q, %v; want %q", who, name, got, err, content)
+			}
+		}
+		names, err := list()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			if _, ok := want[name]; !ok && name != "lost+found" {
+				t.Errorf("%s: %s is there, the model has no such file", who, name)
+			}
+		}
+	}
+	ro := openImage(t, image)
+	check("ext4go", ro.ReadFile, func() ([]string, error) { return dirNames(ro.ReadDir(".")) })
+	mp := testutil.Mount(t, image, true)
+	check("kernel", func(n string) ([]byte, error) { return os.ReadFile(filepath.Join(mp, n)) },
+		func() ([]string, error) { return dirNames(os.ReadDir(mp)) })
+}
+
+func dirNames(ents []fs.DirEntry, err error) ([]string, error) {
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names, err
 }
