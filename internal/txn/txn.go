@@ -27,7 +27,9 @@
 //     different blocks do not meet on one lock);
 //   - a transaction's revokeMu protects its revoke set (taken alone);
 //   - a cache shard's mu protects its map;
-//   - a Buffer's mu protects its data and state.
+//   - a Buffer's mu protects its data and state. ModifyOrZero calls its
+//     zero callback with that lock held: the callback may take the
+//     caller's own locks (ialloc's group mutex) but no Buffer's.
 //
 // Begin and End take no lock when no commit is closing the running
 // transaction: the running transaction is an atomic pointer and its open
