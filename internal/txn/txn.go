@@ -445,25 +445,25 @@ func (m *Manager) checkBlock(nr uint64) error {
 // cached, locked while fn runs, and recorded in the handle's transaction.
 // If fn fails the block is still recorded (fn may have changed it).
 func (h *Handle) Modify(nr uint64, fn func(b []byte) error) error {
-	return h.modify(nr, false, 0, fn)
+	return h.modify(nr, false, 0, nil, fn)
 }
 
 // Create is Modify for a block whose old content does not matter (newly
 // allocated): it starts zeroed and is not read from the device.
 func (h *Handle) Create(nr uint64, fn func(b []byte) error) error {
-	return h.modify(nr, true, 0, fn)
+	return h.modify(nr, true, 0, nil, fn)
 }
 
 // ModifySealed is Modify for a writer that leaves the block with a correct
 // checksum under seed (its own encoder computed it): the block is sealed
 // with seed, and ViewSealed need not verify it again (see Buffer.sealed).
 func (h *Handle) ModifySealed(nr uint64, seed uint32, fn func(b []byte) error) error {
-	return h.modify(nr, false, sealOf(seed), fn)
+	return h.modify(nr, false, sealOf(seed), nil, fn)
 }
 
 // CreateSealed is Create with ModifySealed's promise.
 func (h *Handle) CreateSealed(nr uint64, seed uint32, fn func(b []byte) error) error {
-	return h.modify(nr, true, sealOf(seed), fn)
+	return h.modify(nr, true, sealOf(seed), nil, fn)
 }
 
 func sealOf(seed uint32) uint64 { return 1<<32 | uint64(seed) }
@@ -476,14 +476,10 @@ func sealOf(seed uint32) uint64 { return 1<<32 | uint64(seed) }
 // is one (kernel: __ext4_get_inode_loc's in_mem case). zero must not
 // take a buffer's lock.
 func (h *Handle) ModifyOrZero(nr uint64, zero func() bool, fn func(b []byte) error) error {
-	return h.modifyZeroing(nr, false, 0, zero, fn)
+	return h.modify(nr, false, 0, zero, fn)
 }
 
-func (h *Handle) modify(nr uint64, fresh bool, seal uint64, fn func(b []byte) error) error {
-	return h.modifyZeroing(nr, fresh, seal, nil, fn)
-}
-
-func (h *Handle) modifyZeroing(nr uint64, fresh bool, seal uint64, zero func() bool, fn func(b []byte) error) error {
+func (h *Handle) modify(nr uint64, fresh bool, seal uint64, zero func() bool, fn func(b []byte) error) error {
 	if h.ended {
 		return errors.New("txn: handle already ended")
 	}
@@ -491,7 +487,7 @@ func (h *Handle) modifyZeroing(nr uint64, fresh bool, seal uint64, zero func() b
 	if err := m.checkBlock(nr); err != nil {
 		return err
 	}
-	b, err := m.bufferZeroing(nr, !fresh, zero)
+	b, err := m.buffer(nr, !fresh, zero)
 	if err != nil {
 		return err
 	}
@@ -664,7 +660,7 @@ func (m *Manager) readLocked(nr uint64) (*Buffer, error) {
 	if err := m.checkBlock(nr); err != nil {
 		return nil, err
 	}
-	b, err := m.buffer(nr, true)
+	b, err := m.buffer(nr, true, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -679,14 +675,10 @@ func (b *Buffer) readUnlock() {
 }
 
 // buffer returns the cached buffer of block nr, pinned, reading it from the
-// device when read is set and it is not valid yet. The caller must unpin it.
-func (m *Manager) buffer(nr uint64, read bool) (*Buffer, error) {
-	return m.bufferZeroing(nr, read, nil)
-}
-
-// bufferZeroing is buffer; a block to be read is zeroed instead when
-// zero, asked under the buffer's lock, reports true.
-func (m *Manager) bufferZeroing(nr uint64, read bool, zero func() bool) (*Buffer, error) {
+// device when read is set and it is not valid yet, unless zero (if set),
+// asked under the buffer's lock, reports that zeros will do. The caller
+// must unpin it.
+func (m *Manager) buffer(nr uint64, read bool, zero func() bool) (*Buffer, error) {
 	b := m.cache.get(nr, m.bs)
 	if !read {
 		return b, nil
