@@ -91,23 +91,30 @@ func profiled(cmd func() int) int {
 			}
 		}()
 	}
-	if path := os.Getenv("EXT4GO_CPUPROFILE"); path != "" {
-		if f, err := os.Create(path); err == nil {
-			if pprof.StartCPUProfile(f) == nil {
-				defer f.Close()
-				defer pprof.StopCPUProfile()
-			}
-		}
-	}
-	if path := os.Getenv("EXT4GO_TRACE"); path != "" {
-		if f, err := os.Create(path); err == nil {
-			if trace.Start(f) == nil {
-				defer f.Close()
-				defer trace.Stop()
-			}
-		}
-	}
+	defer recordTo(os.Getenv("EXT4GO_CPUPROFILE"), pprof.StartCPUProfile, pprof.StopCPUProfile)()
+	defer recordTo(os.Getenv("EXT4GO_TRACE"), trace.Start, trace.Stop)()
 	return cmd()
+}
+
+// recordTo starts a recorder (the CPU profiler, the tracer) writing to a
+// new file at path, if path is set, and returns what stops it and closes
+// the file (a no-op when nothing started).
+func recordTo(path string, start func(io.Writer) error, stop func()) (end func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return func() {}
+	}
+	if start(f) != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		stop()
+		f.Close()
+	}
 }
 
 func run(e *env, args []string) int {
