@@ -480,8 +480,10 @@ func (d *syncCountingDev) SyncData() error {
 }
 
 // TestBuildSyncsAsItGoes: a build waits for its data to be durable every
-// 32 MiB, on a worker, so that the final fsync is short; an error of such
-// a sync fails the build (fsync would not report it a second time).
+// 32 MiB, on a worker, so that the final fsync is short, and the image is
+// whole (e2fsck, the library and the kernel read the source back); an
+// error of such a sync fails the build (fsync would not report it a
+// second time).
 func TestBuildSyncsAsItGoes(t *testing.T) {
 	src := testutil.SourceDir(t)
 	data := make([]byte, 9<<20)
@@ -519,6 +521,9 @@ func TestBuildSyncsAsItGoes(t *testing.T) {
 			}
 			testutil.RequireFsckClean(t, image)
 			testutil.CompareFS(t, openImage(t, image), src, testutil.CompareOptions{SkipPaths: []string{"lost+found"}})
+			if ok, _ := testutil.CanMount(); ok {
+				testutil.CompareDirs(t, testutil.Mount(t, image, true), src, testutil.MountCompareOptions())
+			}
 			continue
 		}
 		if !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), "syncing the image") {
