@@ -223,6 +223,26 @@ func crashRun(t *testing.T, cfg crashConfig, seed uint64, points int) {
 	}
 }
 
+// zeroedTail reports whether got is old with the rest of the block at
+// offset at zeroed (at most to the next 4 KiB): a truncate to at zeros
+// that part of its last block in place, before its transaction commits,
+// and a crash may keep the zeros and lose the truncate.
+func zeroedTail(got, old []byte, at int) bool {
+	if len(got) != len(old) || at >= len(old) {
+		return false
+	}
+	end := min(len(old), (at+4095)/4096*4096)
+	if !bytes.Equal(got[:at], old[:at]) || !bytes.Equal(got[end:], old[end:]) {
+		return false
+	}
+	for i := at; i < end; i++ {
+		if got[i] != old[i] && got[i] != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // crashImage builds the image a power cut after records log could leave.
 func crashImage(t *testing.T, dir string, base []byte, log []devRec, rng *rand.Rand) string {
 	img := bytes.Clone(base)
@@ -284,10 +304,29 @@ func checkCrashImage(t *testing.T, img string, cut, phase int, states []map[stri
 	}
 	checkFiles := func(how string, fsys fs.FS) {
 		for name, f := range want {
+			got, err := fs.ReadFile(fsys, name)
 			if !stable(name, f) {
+				// Changed by the interrupted phase (removed, renamed away,
+				// truncated or appended to): if the crash left it, it
+				// holds its content from before the phase, or the
+				// phase's change of it partly or wholly made. Never
+				// another file's bytes: the space a phase frees is not
+				// reused before the phase commits.
+				if err != nil {
+					continue
+				}
+				next := f.data
+				if phase < len(states) {
+					if n, ok := states[phase][name]; ok {
+						next = n.data
+					}
+				}
+				if len(got) < min(len(f.data), len(next)) || !bytes.HasPrefix(f.data, got) && !bytes.HasPrefix(next, got) && !zeroedTail(got, f.data, len(next)) {
+					t.Errorf("crash at %d, %s: file %s changed by the interrupted phase: %d bytes, neither its synced content (%d bytes) nor the phase's (%d bytes)",
+						cut, how, name, len(got), len(f.data), len(next))
+				}
 				continue
 			}
-			got, err := fs.ReadFile(fsys, name)
 			if err != nil || !bytes.Equal(got, f.data) {
 				t.Errorf("crash at %d, %s: synced file %s: %d bytes (want %d), %v", cut, how, name, len(got), len(f.data), err)
 			}
@@ -362,16 +401,13 @@ func crashPlan(seed uint64, phases int) (plan [][]crashOp, states []map[string]c
 		ops = append(ops, crashOp{kind: "mkdir", name: fmt.Sprintf("d%d", i)})
 	}
 	for p := 1; p <= phases; p++ {
-		for i := 0; i < 4; i++ {
-			name := fmt.Sprintf("d%d/f%d_%d", p%3, p, i)
-			size := rng.IntN(20000)
-			if rng.IntN(5) == 0 {
-				size = 100000 + rng.IntN(200000)
-			}
-			data := pattern(int64(seed)*1000+int64(p*100+i), 0, size)
-			ops = append(ops, crashOp{kind: "write", name: name, data: data})
-			model[name] = &crashFile{data: data, touched: p}
-		}
+		// A file written and removed within the phase: its blocks were
+		// allocated by the running transaction and go back at once
+		// (mballoc.FreeReuseFresh), so the phase's new files reuse
+		// them before the commit.
+		scratch := fmt.Sprintf("d%d/scratch%d", p%3, p)
+		ops = append(ops, crashOp{kind: "write", name: scratch, data: pattern(int64(p), 3, 40000+rng.IntN(60000))},
+			crashOp{kind: "remove", name: scratch})
 		names := slices.Sorted(func(yield func(string) bool) {
 			for k, v := range model {
 				if v.touched < p && !yield(k) {
@@ -380,7 +416,9 @@ func crashPlan(seed uint64, phases int) (plan [][]crashOp, states []map[string]c
 			}
 		})
 		if len(names) > 3 {
-			// Delete, rename, truncate and extend older files.
+			// Delete, rename, truncate and extend older files, before
+			// the new files are written: the space they free must not
+			// be reused before the phase commits.
 			victim := names[rng.IntN(len(names))]
 			ops = append(ops, crashOp{kind: "remove", name: victim})
 			delete(model, victim)
@@ -403,6 +441,16 @@ func crashPlan(seed uint64, phases int) (plan [][]crashOp, states []map[string]c
 				model[ap].data = append(bytes.Clone(model[ap].data), extra...)
 				model[ap].touched = p
 			}
+		}
+		for i := 0; i < 4; i++ {
+			name := fmt.Sprintf("d%d/f%d_%d", p%3, p, i)
+			size := rng.IntN(20000)
+			if rng.IntN(5) == 0 {
+				size = 100000 + rng.IntN(200000)
+			}
+			data := pattern(int64(seed)*1000+int64(p*100+i), 0, size)
+			ops = append(ops, crashOp{kind: "write", name: name, data: data})
+			model[name] = &crashFile{data: data, touched: p}
 		}
 		ops = append(ops, crashOp{kind: "xattr", name: fmt.Sprintf("d%d/f%d_0", p%3, p), data: []byte(strconv.Itoa(p))})
 		plan = append(plan, ops)

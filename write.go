@@ -492,7 +492,7 @@ func (f *FS) kickIfPending(h handle) {
 // metadata cache never holds (file data goes to the device directly): no
 // buffer to forget, only the revokes (txn.Handle.RevokeUncached).
 func (f *FS) freeFileData(h handle, start, n uint64) error {
-	if err := f.w.balloc.Free(h, start, n, 0); err != nil {
+	if err := f.w.balloc.Free(h, start, n, mballoc.FreeReuseFresh); err != nil {
 		return err
 	}
 	h.RevokeUncached(start, n)

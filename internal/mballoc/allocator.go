@@ -42,6 +42,10 @@ type groupFields struct {
 	disk               []uint64      // the on-disk bitmap, as told to the Store
 	pending            []pendingFree // freed, waiting for their transaction, sorted by start
 	pas                []*prealloc   // preallocations with space in this group
+	// fresh are the runs of clusters transaction freshTid allocated here
+	// and has not freed since (fresh.go).
+	fresh    []freshRun
+	freshTid uint64
 	// flexDelta is the change of diskFree not yet added to the flex
 	// group's count (see markDiskLocked).
 	flexDelta int64
@@ -306,6 +310,9 @@ func (a *Allocator) markDiskLocked(tx Tx, g *group, gi, start, n uint32, used bo
 	}
 	d := int64(n)
 	if used {
+		if tx != nil {
+			g.noteFresh(tx.ID(), start, n)
+		}
 		setRange(g.disk, start, n)
 		d = -d
 	} else {

@@ -20,6 +20,10 @@ const (
 	// FreeNoDefer returns the blocks to the buddy at once even with a
 	// transaction, for blocks never written in it (kernel: data=writeback).
 	FreeNoDefer
+	// FreeReuseFresh marks file data that no metadata buffer holds: the
+	// clusters the freeing transaction allocated itself go back to the
+	// buddy at once, the others wait for the commit (fresh.go).
+	FreeReuseFresh
 )
 
 // deferShard maps transaction IDs to the groups holding extents they freed
@@ -110,14 +114,28 @@ func (a *Allocator) freeInGroup(tx Tx, gi, off, n uint32, flags FreeFlags) error
 	}
 	if tx != nil && flags&FreeNoDefer == 0 {
 		tid := tx.ID()
-		if err := g.addPending(off, n, tid); err != nil {
+		reuse := flags&FreeReuseFresh != 0
+		deferred := false
+		err := g.splitFresh(tid, off, n, func(s, k uint32, fresh bool) error {
+			if fresh && reuse {
+				return g.b.freeRange(s, k)
+			}
+			if err := g.addPending(s, k, tid); err != nil {
+				return err
+			}
+			a.pending.Add(uint64(gi), int64(k))
+			lockstat.Count(lockstat.AllocPending)
+			deferred = true
+			return nil
+		})
+		if err != nil {
 			g.corrupt.Store(true)
 			a.publishLocked(g, gi)
 			return fserr.Corrupt(fmt.Sprintf("block bitmap of group %d", gi), "%v", err)
 		}
-		a.pending.Add(uint64(gi), int64(n))
-		lockstat.Count(lockstat.AllocPending)
-		a.registerDeferred(tid, gi)
+		if deferred {
+			a.registerDeferred(tid, gi)
+		}
 	} else if err := g.b.freeRange(off, n); err != nil {
 		g.corrupt.Store(true)
 		a.publishLocked(g, gi)
