@@ -23,7 +23,10 @@
 // replay never writes the old copy over the block's new owner (file data,
 // which is not logged). Blocks freed by a transaction are handed out
 // again only after it commits (the allocator's deferred frees), so the
-// revoke is always durable before the reuse.
+// revoke is always durable before the reuse. The one exception, file data
+// a transaction allocated and frees again, is reused in that same
+// transaction: if it becomes a logged block there, logging it cancels the
+// revoke (txn: cancelRevoke), as jbd2 does.
 //
 // Locks: Commit, Checkpoint and Close are serialised by the caller (the
 // txn manager's commit lock); loggedMu protects logged, which handles of

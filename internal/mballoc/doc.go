@@ -24,6 +24,10 @@
 //	buddy bitmap = on-disk bitmap | unused parts of the group's preallocations
 //	             | extents freed by uncommitted transactions | bits past the group end
 //
+// except that file data a transaction allocated and frees again goes back
+// to the buddy at once (FreeReuseFresh, fresh.go): no committed state
+// gave it to anyone.
+//
 // and the buddy's orders and counters are what generating it from that
 // bitmap would give. The on-disk bitmap copy equals what the Store was told.
 // A cluster is handed out only if its buddy bit was clear, so no cluster is

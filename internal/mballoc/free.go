@@ -39,7 +39,8 @@ type deferShard struct {
 // free counts change in tx at once; with a non-nil tx the blocks stay
 // unallocatable until ReleaseDeferred is called with tx's ID or a later
 // one, so that they cannot be reused and overwritten before the commit
-// that frees them is durable.
+// that frees them is durable; with FreeReuseFresh, the clusters tx itself
+// allocated are the exception (fresh.go).
 func (a *Allocator) Free(tx Tx, start, count uint64, flags FreeFlags) error {
 	return a.eachGroup("freeing", start, count, func(gi, off, n uint32) error {
 		return a.freeInGroup(tx, gi, off, n, flags)
