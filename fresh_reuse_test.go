@@ -3,6 +3,7 @@ package ext4go_test
 import (
 	"bytes"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -119,4 +120,12 @@ func TestTruncateRefillReusesOwnBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.RequireFsckClean(t, image)
+	// The kernel reads the same: kept intact, churn 1 MiB of zeros.
+	mp := testutil.Mount(t, image, true)
+	if got, err := os.ReadFile(filepath.Join(mp, "kept")); err != nil || !bytes.Equal(got, kept) {
+		t.Errorf("kernel: kept: %d bytes, %v", len(got), err)
+	}
+	if got, err := os.ReadFile(filepath.Join(mp, "churn")); err != nil || len(got) != 1<<20 || slices.ContainsFunc(got, func(b byte) bool { return b != 0 }) {
+		t.Errorf("kernel: churn: %d bytes, %v; want 1 MiB of zeros", len(got), err)
+	}
 }
