@@ -16,7 +16,6 @@ import (
 	"github.com/ext4go/ext4go/internal/fserr"
 	"github.com/ext4go/ext4go/internal/ialloc"
 	"github.com/ext4go/ext4go/internal/inode"
-	"github.com/ext4go/ext4go/internal/pad"
 	"github.com/ext4go/ext4go/internal/super"
 	"github.com/ext4go/ext4go/internal/txn"
 )
@@ -530,10 +529,14 @@ type node struct {
 	// deferTid is the transaction whose commit writes cur into the inode
 	// table (inode_defer.go), 0 if none.
 	deferTid atomic.Uint64
-	// 128 bytes in all, a size class whose objects start 128 bytes apart:
-	// the nodes of files created one after the other, changed by
-	// different goroutines on every write, never share a cache line.
-	_ [32 * pad.On]byte
+	// hot is the transaction handle of the hot paths' changes to the
+	// node (FS.beginHot): begun and ended by the goroutine holding mu
+	// exclusively, never two at once, so that a fallocate or write
+	// allocates no handle. It also makes the node 128 bytes, a size
+	// class whose objects start 128 bytes apart: the nodes of files
+	// created one after the other, changed by different goroutines on
+	// every write, never share a cache line.
+	hot txn.Handle
 }
 
 // mapState is a node's block map as built for one inode version.

@@ -399,7 +399,7 @@ func (f *FS) writeChunk(n *node, p []byte, pos int64, openForWrite bool) (int, b
 	lblk := uint64(pos / bs)
 	lastBlk := uint64((pos + int64(len(p)) - 1) / bs)
 	in := editInodeHot(n)
-	h, err := f.beginFor(n.ino)
+	h, err := f.beginHot(n)
 	if err != nil {
 		return 0, false, err
 	}
@@ -794,7 +794,7 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 // the new blocks reach last.
 func (f *FS) fallocChunk(n *node, lblk, last uint64, finish func(*inode.Inode)) (uint64, bool, error) {
 	in := editInodeHot(n)
-	h, err := f.beginFor(n.ino)
+	h, err := f.beginHot(n)
 	if err != nil {
 		return 0, false, err
 	}

@@ -135,6 +135,19 @@ func (f *FS) beginFor(ino uint32) (handle, error) {
 	return handle{h}, nil
 }
 
+// beginHot opens n's own handle (node.hot) for a change to n made with
+// n.mu held exclusively and ended before it is released, nothing else
+// using the handle meanwhile: beginFor without an allocation.
+func (f *FS) beginHot(n *node) (handle, error) {
+	if f.w == nil {
+		return handle{}, ErrReadOnly
+	}
+	if err := f.tm.BeginInto(&n.hot, uint64(n.ino)); err != nil {
+		return handle{}, err
+	}
+	return handle{&n.hot}, nil
+}
+
 // checkWritable refuses to write what ext4go cannot keep consistent.
 func (f *FS) checkWritable() error {
 	sb := f.sb

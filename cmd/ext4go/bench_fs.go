@@ -258,7 +258,10 @@ func fallocate2Run(p int, d time.Duration, dir string, size int64, noJournal, br
 				default:
 				}
 				if err := f.fallocate(off, step); err != nil {
-					firstErr.CompareAndSwap(nil, &err)
+					// A copy: taking err's own address would move it to
+					// the heap on every operation.
+					e := err
+					firstErr.CompareAndSwap(nil, &e)
 					total.Add(n)
 					return
 				}
@@ -266,7 +269,8 @@ func fallocate2Run(p int, d time.Duration, dir string, size int64, noJournal, br
 				off += step
 				if off >= limit {
 					if err := f.truncate(); err != nil {
-						firstErr.CompareAndSwap(nil, &err)
+						e := err
+						firstErr.CompareAndSwap(nil, &e)
 						total.Add(n)
 						return
 					}

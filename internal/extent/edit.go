@@ -158,7 +158,13 @@ func (ed *Editor) release() {
 // it decoded.
 func (ed *Editor) Lookup(lblk uint32) (Mapping, error) {
 	defer ed.release()
-	return ed.Tree().Lookup(lblk)
+	// The root through the memo: an edit's Lookup and the Insert after
+	// it decode and check it once.
+	root, err := ed.decodeRoot()
+	if err != nil {
+		return Mapping{}, err
+	}
+	return ed.Tree().lookupFrom(root, lblk)
 }
 
 // Tree returns a read-only view of the tree, for Lookup and Walk. The view

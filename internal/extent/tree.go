@@ -328,7 +328,11 @@ func (t *Tree) Lookup(lblk uint32) (Mapping, error) {
 	if err != nil {
 		return Mapping{}, err
 	}
-	n := &root
+	return t.lookupFrom(&root, lblk)
+}
+
+// lookupFrom is Lookup below a root already decoded and checked.
+func (t *Tree) lookupFrom(n *Node, lblk uint32) (Mapping, error) {
 	hi := uint64(1 << 32)
 	for !n.Leaf() {
 		// The last index starting at or before lblk.

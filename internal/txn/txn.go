@@ -358,14 +358,33 @@ func (m *Manager) Begin() (*Handle, error) { return m.BeginFor(0) }
 // number): handles with different keys count themselves open in different
 // cache lines.
 func (m *Manager) BeginFor(key uint64) (*Handle, error) {
+	h := new(Handle)
+	if err := m.BeginInto(h, key); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// ErrHandleOpen is returned by BeginInto for a handle that has not ended.
+var ErrHandleOpen = errors.New("txn: beginning a handle that is still open")
+
+// BeginInto is BeginFor into a handle the caller keeps (one per object,
+// reused change after change, so that the hot paths allocate none). h must
+// be new or ended; a handle still open is refused, never reset. The
+// caller must make sure nothing uses h from its End to its next
+// BeginInto.
+func (m *Manager) BeginInto(h *Handle, key uint64) error {
+	if h.t != nil && !h.ended {
+		return ErrHandleOpen
+	}
 	for {
 		if err := m.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		t := m.running.Load()
 		if hard := m.hardLimit.Load(); hard > 0 && t.size() >= hard && !t.locked.Load() {
 			if err := m.commitFull(t); err != nil {
-				return nil, err
+				return err
 			}
 			continue
 		}
@@ -378,7 +397,8 @@ func (m *Manager) BeginFor(key uint64) (*Handle, error) {
 			// either Commit sees our handle and waits for it, or we
 			// see locked and back out.
 			if !t.locked.Load() {
-				return &Handle{m: m, t: t, shard: c}, nil
+				*h = Handle{m: m, t: t, shard: c}
+				return nil
 			}
 			m.endUpdate(t, c)
 		}

@@ -3,6 +3,7 @@ package txn
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -385,5 +386,39 @@ func TestCommitOnEnd(t *testing.T) {
 	}
 	if hooked.Load() != int64(h1.TID()) || d.data[3*1024] != 3 {
 		t.Fatalf("End after CommitOnEnd returned before transaction %d committed (hooks saw %d)", h1.TID(), hooked.Load())
+	}
+}
+
+// TestBeginInto: a handle kept by its owner is begun again after End, in
+// whatever transaction runs then; one still open is refused, not reset (a
+// reset would lose the open count a commit waits on).
+func TestBeginInto(t *testing.T) {
+	m, d := newTest(t, 64, Options{})
+	var h Handle
+	var prev uint64
+	for round := range 3 {
+		if err := m.BeginInto(&h, 7); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.BeginInto(&h, 7); !errors.Is(err, ErrHandleOpen) {
+			t.Fatalf("round %d: BeginInto of an open handle: %v, want ErrHandleOpen", round, err)
+		}
+		tid := h.TID()
+		if err := h.Modify(3, func(b []byte) error { b[round] = byte(round + 1); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.End(); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if d.data[3*1024+round] != byte(round+1) {
+			t.Fatalf("round %d: change not committed", round)
+		}
+		if tid == prev {
+			t.Fatalf("round %d: the handle is still in committed transaction %d", round, tid)
+		}
+		prev = tid
 	}
 }
