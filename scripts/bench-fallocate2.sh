@@ -4,7 +4,7 @@
 # an image of the same size, and optionally an older ext4go binary (-b, e.g.
 # built before a change). Rounds alternate between them so that other load
 # hits all alike; the figures are the median ops/s of the rounds, with the
-# ratios to the kernel and P/P1 for each.
+# ratios to the kernel and P/P1 for each, and P/P1 round by round.
 #   scripts/bench-fallocate2.sh [-r ROUNDS] [-p 1,2,4,8,16] [-d DURATION] [-s SIZE] [-b OLD-EXT4GO]
 # Needs root for the loop mount; the mount is always undone.
 set -euo pipefail
@@ -38,9 +38,12 @@ for r in $(seq "$rounds"); do
   rm -f "$work/k.img"
   truncate -s "$size" "$work/k.img"
   mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$work/k.img"
+  # Each side starts with no writeback of the other's image going on.
+  sync
   mount -o loop "$work/k.img" "$mnt"
   "$work/ext4go" bench fallocate2 -p "$plist" --duration "$dur" --dir "$mnt" --json
   umount "$mnt"
+  sync
 done | python3 -c '
 import json, sys, statistics
 by = {}
@@ -59,4 +62,11 @@ for p in ps:
     cells += [f"{med.get((c, p), 0) / k:.2f}" if k else "-" for c in configs if c != "kernel"]
     cells += [f"{med.get((c, p), 0) / med[(c, ps[0])]:.2f}" if med.get((c, ps[0])) else "-" for c in configs]
     print(f"| {p} | " + " | ".join(cells) + " |")
+# Scaling round by round (each round runs every P back to back, so drift
+# between rounds cancels): the median and range of P/P1.
+print()
+for c in configs:
+    for p in ps[1:]:
+        r = sorted(a / b for a, b in zip(by[(c, p)], by[(c, ps[0])]))
+        print(f"{c} P{p}/P{ps[0]} by round: median {statistics.median(r):.2f}, " + " ".join(f"{x:.2f}" for x in r))
 '
