@@ -70,12 +70,18 @@ func (d *recDev) Sync() error {
 // commits only when asked (Sync, size).
 func openRecorded(t *testing.T, image string) (*ext4go.FS, *recDev) {
 	t.Helper()
+	return openRecordedWith(t, image, &ext4go.Options{Writable: true, CommitInterval: -1})
+}
+
+// openRecordedWith is openRecorded with options of the test's own.
+func openRecordedWith(t *testing.T, image string, opts *ext4go.Options) (*ext4go.FS, *recDev) {
+	t.Helper()
 	d, err := ext4go.OpenImageDevice(image, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rd := &recDev{Device: d}
-	fsys, err := ext4go.OpenDevice(rd, &ext4go.Options{Writable: true, CommitInterval: -1})
+	fsys, err := ext4go.OpenDevice(rd, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

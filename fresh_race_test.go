@@ -76,15 +76,7 @@ func freshReuseRacing(t *testing.T, size int64, mkfs []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := ext4go.OpenImageDevice(image, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rd := &recDev{Device: d}
-	fsys, err := ext4go.OpenDevice(rd, &ext4go.Options{Writable: true, CommitInterval: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fsys, rd := openRecordedWith(t, image, &ext4go.Options{Writable: true, CommitInterval: time.Millisecond})
 
 	bystanders := map[string][]byte{}
 	for i := range 12 {
@@ -292,13 +284,18 @@ func changeVictim(fsys *ext4go.FS, rd *recDev, v *victim, rng *rand.Rand, fail f
 // race (the name is gone) is fine; anything else is a failure.
 func churnStep(fsys *ext4go.FS, a, b string, rng *rand.Rand, fail func(string, ...any)) {
 	lost := func(err error) bool { return err == nil || errors.Is(err, fs.ErrNotExist) }
+	// open opens a for writing, nil if it lost the name to a racer.
+	open := func(flag int) *ext4go.File {
+		f, err := fsys.OpenFile(a, os.O_RDWR|flag, 0o644)
+		if err != nil && !lost(err) {
+			fail("open %s: %v", a, err)
+		}
+		return f
+	}
 	switch rng.IntN(6) {
 	case 0, 1:
-		f, err := fsys.OpenFile(a, os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			if !lost(err) {
-				fail("open %s: %v", a, err)
-			}
+		f := open(os.O_CREATE)
+		if f == nil {
 			return
 		}
 		defer f.Close()
@@ -313,11 +310,8 @@ func churnStep(fsys *ext4go.FS, a, b string, rng *rand.Rand, fail func(string, .
 			fail("truncate %s: %v", a, err)
 		}
 	case 2:
-		f, err := fsys.OpenFile(a, os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			if !lost(err) {
-				fail("open %s: %v", a, err)
-			}
+		f := open(os.O_CREATE)
+		if f == nil {
 			return
 		}
 		defer f.Close()
@@ -325,11 +319,8 @@ func churnStep(fsys *ext4go.FS, a, b string, rng *rand.Rand, fail func(string, .
 			fail("write %s: %v", a, err)
 		}
 	case 3:
-		f, err := fsys.OpenFile(a, os.O_RDWR, 0)
-		if err != nil {
-			if !lost(err) {
-				fail("open %s: %v", a, err)
-			}
+		f := open(0)
+		if f == nil {
 			return
 		}
 		defer f.Close()

@@ -525,15 +525,7 @@ func lazytimeCrash(t *testing.T, seed uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := ext4go.OpenImageDevice(image, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rd := &recDev{Device: d}
-	fsys, err := ext4go.OpenDevice(rd, &ext4go.Options{Writable: true, CommitInterval: -1, Lazytime: true, Atime: ext4go.AtimeStrict})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fsys, rd := openRecordedWith(t, image, &ext4go.Options{Writable: true, CommitInterval: -1, Lazytime: true, Atime: ext4go.AtimeStrict})
 	const files = 40 // three inode-table blocks
 	model := map[string][]byte{}
 	names := make([]string, files)
@@ -594,7 +586,7 @@ func lazytimeCrash(t *testing.T, seed uint64) {
 	// so that the image can be read (the test process holds no lock on
 	// it otherwise).
 	log := append([]devRec(nil), rd.log...)
-	d.Close()
+	rd.Device.Close()
 
 	check := func(how, img string) {
 		t.Helper()
