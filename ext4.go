@@ -16,6 +16,7 @@ import (
 	"github.com/ext4go/ext4go/internal/fserr"
 	"github.com/ext4go/ext4go/internal/ialloc"
 	"github.com/ext4go/ext4go/internal/inode"
+	"github.com/ext4go/ext4go/internal/pad"
 	"github.com/ext4go/ext4go/internal/super"
 	"github.com/ext4go/ext4go/internal/txn"
 )
@@ -345,6 +346,19 @@ func (f *FS) readBlock(blk uint64, what string) ([]byte, error) {
 	return b, nil
 }
 
+// touchBlock reads blk into the metadata cache, if it is not there, without
+// copying it anywhere: for a caller that must see a read error now rather
+// than half way through a change (prepareFree).
+func (f *FS) touchBlock(blk uint64, what string) error {
+	if blk >= f.sb.BlocksCount() || (blk == 0 && f.blockSize > 1024) {
+		return &CorruptError{What: what, Block: int64(blk), Detail: fmt.Sprintf("block number outside the filesystem (%d blocks)", f.sb.BlocksCount())}
+	}
+	if err := f.tm.View(blk, func([]byte) error { return nil }); err != nil {
+		return fmt.Errorf("read %s: %w", what, err)
+	}
+	return nil
+}
+
 // readBlockInto is readBlock into b (a block long) instead of a new
 // buffer.
 func (f *FS) readBlockInto(blk uint64, what string, b []byte) error {
@@ -532,11 +546,24 @@ type node struct {
 	// hot is the transaction handle of the hot paths' changes to the
 	// node (FS.beginHot): begun and ended by the goroutine holding mu
 	// exclusively, never two at once, so that a fallocate or write
-	// allocates no handle. It also makes the node 128 bytes, a size
-	// class whose objects start 128 bytes apart: the nodes of files
-	// created one after the other, changed by different goroutines on
-	// every write, never share a cache line.
+	// allocates no handle.
 	hot txn.Handle
+
+	// Versions of cur, so that the hot paths can reuse the inode a later
+	// change replaced instead of allocating one per change (see in).
+	// seq counts the publishes (publish, under mu); seen is one more than
+	// the highest seq any counting reader (in) has marked.
+	seq, seen atomic.Uint64
+	// spare is a replaced inode no reader can hold, for editInodeHot's
+	// next copy; curHot says cur came from editInodeHot and was published
+	// by setInodeHot, whose callers keep no pointer to it. Both mu.
+	spare  *inode.Inode
+	curHot bool
+	// The node fills 192 bytes, a size class whose objects start three
+	// whole cache lines apart: the nodes of files created one after the
+	// other, changed by different goroutines on every write, never share
+	// a line (TestHotLayout).
+	_ [39 * pad.On]byte
 }
 
 // mapState is a node's block map as built for one inode version.
@@ -554,9 +581,84 @@ func newNode(ino uint32, in *inode.Inode) *node {
 	return n
 }
 
-// in returns the current inode. The value must not be changed: writers
-// copy it, change the copy and call setInode.
-func (n *node) in() *inode.Inode { return n.cur.Load() }
+// in returns the current inode, for a reader that may keep it as long as
+// it likes, with or without n.mu. The value must not be changed: writers
+// copy it, change the copy and publish it.
+//
+// Recycling (issue 13: the hot paths' one allocation per change was the
+// inode copy). A writer that replaces inode version V (publish) may reuse
+// V's memory for a later copy only if no reader can still hold V. Every
+// reader marks what it takes: it reads seq (k), loads cur, raises seen to
+// at least k+1, and keeps the inode only if seq is still k; otherwise it
+// tries again, having touched nothing behind the pointer. publish stores
+// the new inode, then raises seq, then reads seen. So a reader that kept
+// an inode holds version k or k+1 (the one whose store came between the
+// reader's two reads of seq, before its seq rose), and its mark was made
+// before the seq of the version replacing it rose, so before that
+// writer read seen: publish recycles the version of seq v only while
+// seen < v, that is, no reader marked v or v+1. seq never repeats, so a
+// pointer that comes back (V reused as a later version) is not mistaken
+// for V. Sequentially consistent atomics make this hold; -race and
+// TestRecycledInodeNeverSeen try it (storing before raising seq was
+// essential: the other order let a reader mark too late).
+func (n *node) in() *inode.Inode {
+	for {
+		k := n.seq.Load()
+		p := n.cur.Load()
+		if recycleStepHook != nil {
+			recycleStepHook()
+		}
+		for m := n.seen.Load(); m <= k && !n.seen.CompareAndSwap(m, k+1); m = n.seen.Load() {
+		}
+		if n.seq.Load() == k {
+			return p
+		}
+	}
+}
+
+// inLocked returns the current inode without marking it, for the hot
+// paths' own checks: the caller holds n.mu (either way) and uses the
+// pointer only until it releases n.mu or calls editInodeHot, which may
+// reuse the memory of an inode replaced meanwhile.
+func (n *node) inLocked() *inode.Inode { return n.cur.Load() }
+
+// publish makes in n's inode for every reader. hot says in came from
+// editInodeHot and its publisher keeps no pointer to it (setInodeHot),
+// which makes it a candidate for reuse once replaced. The inode it
+// replaces becomes the spare if it was such a candidate and no reader
+// marked it (see in). n.mu is held exclusively, or n is not yet visible.
+func (n *node) publish(in *inode.Inode, hot bool) {
+	old := n.cur.Load()
+	n.cur.Store(in)
+	if recycleStepHook != nil {
+		recycleStepHook()
+	}
+	v := n.seq.Add(1) - 1 // old's seq
+	if recycleStepHook != nil {
+		recycleStepHook()
+	}
+	if n.curHot && old != nil && n.seen.Load() < v {
+		if poisonRecycled {
+			*old = inode.Inode{Size: poisonSize, LinksCount: 0xdead}
+			recycledCount.Add(1)
+		}
+		n.spare = old
+	}
+	n.curHot = hot
+}
+
+// poisonRecycled makes publish overwrite every inode it recycles
+// (tests: a reader that still held one would see poisonSize).
+var poisonRecycled = false
+
+// recycleStepHook, when set (tests), runs between the steps of in and
+// publish, to widen the windows in which they interleave.
+var recycleStepHook func()
+
+// recycledCount counts the inodes publish recycled while poisonRecycled.
+var recycledCount atomic.Int64
+
+const poisonSize = 0xdead_dead_dead
 
 func (n *node) isDir() bool     { return n.in().IsDir() }
 func (n *node) isSymlink() bool { return n.in().IsSymlink() }

@@ -152,7 +152,7 @@ func (f *File) Fallocate(mode int, off, length int64) error {
 	defer n.mu.Unlock()
 	// The VFS's vfs_fallocate: nothing on an immutable file, only
 	// allocation on an append-only one.
-	if n.in().HasFlag(inode.FlagImmutable) || n.in().HasFlag(inode.FlagAppend) && mode&^FallocKeepSize != 0 {
+	if in := n.inLocked(); in.HasFlag(inode.FlagImmutable) || in.HasFlag(inode.FlagAppend) && mode&^FallocKeepSize != 0 {
 		return &fs.PathError{Op: "fallocate", Path: f.name, Err: syscall.EPERM}
 	}
 	if err := f.fsys.fallocate(n, mode, off, length); err != nil {

@@ -295,7 +295,7 @@ func (f *FS) addBlocks(in *inode.Inode, delta int64) error {
 // ext4_max_bitmap_size, here without its allowance for indirect blocks
 // in i_blocks, which only matters for files of almost 2 TiB).
 func (f *FS) maxFileSize(n *node) int64 {
-	if n.in().HasFlag(inode.FlagExtents) {
+	if n.inLocked().HasFlag(inode.FlagExtents) { // n.mu is held, as checkDataWritable
 		return (1<<32 - 1) * f.blockSize
 	}
 	size := int64(blockmap.MaxBlocks(int(f.blockSize))) * f.blockSize
@@ -307,7 +307,7 @@ func (f *FS) maxFileSize(n *node) int64 {
 
 // checkDataWritable refuses data changes ext4go cannot make to n.
 func (f *FS) checkDataWritable(n *node) error {
-	in := n.in()
+	in := n.inLocked() // n.mu is held: writeAt, truncate, fallocate, reserve
 	switch {
 	case !in.IsRegular():
 		return syscall.EINVAL
@@ -339,7 +339,7 @@ func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite bool) (int, erro
 	// inodeWritten: the write changed the inode beyond its times (the
 	// mapping), so the times go with that change, not lazily.
 	inodeWritten := false
-	if n.in().HasFlag(inode.FlagInlineData) {
+	if n.inLocked().HasFlag(inode.FlagInlineData) {
 		if err := f.uninlineFile(n); err != nil {
 			return 0, err
 		}
@@ -371,7 +371,7 @@ func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite bool) (int, erro
 // keeps in memory (kernel: file_update_time with SB_LAZYTIME).
 func (f *FS) extendSize(n *node, size int64, timesOnly bool) error {
 	now := inode.FromTime(f.now())
-	if timesOnly && uint64(size) <= n.in().Size && f.lazytime() {
+	if timesOnly && uint64(size) <= n.inLocked().Size && f.lazytime() {
 		in := editInodeHot(n)
 		in.Mtime, in.Ctime = now, now
 		f.setTimesLazily(n, in)
@@ -685,7 +685,8 @@ func (f *FS) truncate(n *node, size int64) error {
 // to the end, in h, and takes them off in's block count. n.mu must be
 // held exclusively, and prepareFree called for first.
 func (f *FS) removeBlocksFrom(h handle, n *node, in *inode.Inode, first uint64) error {
-	s := &extStore{f: f, h: h, ino: n.ino}
+	s := pooledExtStore(f, h, n.ino)
+	defer putExtStore(s)
 	if first < extent.MaxLogical {
 		if err := f.editor(n, in, s).Remove(uint32(first), extent.MaxLogical); err != nil {
 			return err
@@ -720,10 +721,10 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 	if end > f.maxFileSize(n) || end < off {
 		return syscall.EFBIG
 	}
-	if !n.in().HasFlag(inode.FlagExtents) && !n.in().HasFlag(inode.FlagInlineData) && mode&FallocPunchHole == 0 {
+	if !n.inLocked().HasFlag(inode.FlagExtents) && !n.inLocked().HasFlag(inode.FlagInlineData) && mode&FallocPunchHole == 0 {
 		return syscall.EOPNOTSUPP // as Linux: preallocation needs extents; punching does not
 	}
-	if n.in().HasFlag(inode.FlagInlineData) {
+	if n.inLocked().HasFlag(inode.FlagInlineData) {
 		if err := f.uninlineFile(n); err != nil {
 			return err
 		}
@@ -739,8 +740,8 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 	endFull := uint64(end / bs) // whole blocks [firstFull, endFull)
 	switch {
 	case mode&FallocPunchHole != 0:
-		if end > int64(n.in().Size) {
-			end = int64(n.in().Size)
+		if end > int64(n.inLocked().Size) {
+			end = int64(n.inLocked().Size)
 		}
 		return f.punch(n, off, end)
 	case mode&FallocZeroRange != 0:

@@ -58,7 +58,7 @@ type deferShard struct {
 func (f *FS) setInodeHot(h handle, n *node, in *inode.Inode) error {
 	tid := h.TID()
 	if n.deferTid.Load() != tid {
-		if err := f.setInode(h, n, in); err != nil {
+		if err := f.setInodeAs(h, n, in, true); err != nil {
 			return err
 		}
 		n.deferTid.Store(tid)
@@ -81,7 +81,7 @@ func (f *FS) setInodeHot(h handle, n *node, in *inode.Inode) error {
 	// holds, are current). Published, it is no one's to change.
 	in.RawOwned = false
 	// Recorded for the inode table: the commit writes it, times included.
-	f.publishInode(n, n.in(), in, blk, off)
+	f.publishInode(n, n.inLocked(), in, blk, off, true)
 	return nil
 }
 

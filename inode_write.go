@@ -229,7 +229,7 @@ func (f *FS) prepareFree(n *node, from uint64, whole bool) error {
 	if whole {
 		if blk := in.ACLBlock(f.is64); blk != 0 {
 			add(blk, 1)
-			if _, err := f.readBlock(blk, "xattr block"); err != nil {
+			if err := f.touchBlock(blk, "xattr block"); err != nil {
 				return err
 			}
 		}
@@ -247,7 +247,7 @@ func (f *FS) prepareFree(n *node, from uint64, whole bool) error {
 	}
 	blk, _, err := f.inodeLocation(n.ino)
 	if err == nil {
-		_, err = f.readBlock(blk, "inode table")
+		err = f.touchBlock(blk, "inode table")
 	}
 	return err
 }

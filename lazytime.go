@@ -227,7 +227,7 @@ func (f *FS) setTimesLazily(n *node, in *inode.Inode) {
 	// Published, the inode is read by lock-free readers: its Raw is no
 	// one's to write in place any more (as setInode).
 	in.RawOwned = false
-	n.cur.Store(in)
+	n.publish(in, false)
 	if n.timesDirtyAt.Load() != 0 {
 		return
 	}

@@ -1081,6 +1081,11 @@ func (f *FS) inodeLocation(ino uint32) (uint64, int, error) {
 // setInode records in as n's new inode in h and publishes it. n.mu must
 // be held exclusively (or n not yet visible to anyone else).
 func (f *FS) setInode(h handle, n *node, in *inode.Inode) error {
+	return f.setInodeAs(h, n, in, false)
+}
+
+// setInodeAs is setInode; hot as for node.publish.
+func (f *FS) setInodeAs(h handle, n *node, in *inode.Inode, hot bool) error {
 	blk, off, err := f.inodeLocation(n.ino)
 	if err != nil {
 		return err
@@ -1105,7 +1110,7 @@ func (f *FS) setInode(h handle, n *node, in *inode.Inode) error {
 	if n.freed.Load() {
 		return staleWrite(n.ino, "write through a node whose inode was freed")
 	}
-	old := n.in()
+	old := n.inLocked()
 	// The other inodes of the block whose times wait in memory go with
 	// this write (lazytime.go).
 	neighbours := f.neighbourTimes(blk, n)
@@ -1132,22 +1137,24 @@ func (f *FS) setInode(h handle, n *node, in *inode.Inode) error {
 	if err != nil {
 		return err
 	}
-	f.publishInode(n, old, in, blk, off)
+	f.publishInode(n, old, in, blk, off, hot)
 	return nil
 }
 
 // publishInode makes in, which replaces old, n's inode for every reader,
 // once it is recorded for the inode table (at blk, byte off): its times
 // are no longer dirty, and a block map built from old goes. n.mu is held
-// exclusively.
-func (f *FS) publishInode(n *node, old, in *inode.Inode, blk uint64, off int) {
-	n.cur.Store(in)
+// exclusively; hot as for node.publish.
+func (f *FS) publishInode(n *node, old, in *inode.Inode, blk uint64, off int, hot bool) {
+	// The block map changes with i_block, the flags or the size, and with
+	// edits of the extent tree's blocks, which extStore records. Decided
+	// before publish, which may recycle old.
+	drop := old == nil || old.Block != in.Block || old.Flags != in.Flags || old.Size != in.Size
+	n.publish(in, hot)
 	if f.w != nil {
 		f.timesWritten(blk, off, n)
 	}
-	// The block map changes with i_block, the flags or the size, and with
-	// edits of the extent tree's blocks, which extStore records.
-	if n.treeChanged.Swap(false) || old == nil || old.Block != in.Block || old.Flags != in.Flags || old.Size != in.Size {
+	if n.treeChanged.Swap(false) || drop {
 		n.mapping.Store(nil)
 	}
 }
@@ -1175,9 +1182,18 @@ func editInode(n *node) *inode.Inode {
 // (setInodeHot's first write of a transaction encodes into a new one, the
 // commit into the slot). Half the bytes of editInode's copy, on every
 // write, fallocate and truncate.
+//
+// The copy reuses the inode an earlier hot change published and a later
+// one replaced, when no reader kept it (node.publish): fallocate2's
+// steps allocate nothing. n.mu must be held exclusively.
 func editInodeHot(n *node) *inode.Inode {
-	c := new(inode.Inode)
-	*c = *n.in()
+	c := n.spare
+	if c != nil {
+		n.spare = nil
+	} else {
+		c = new(inode.Inode)
+	}
+	*c = *n.inLocked()
 	c.RawOwned = false
 	return c
 }

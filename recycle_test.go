@@ -1,0 +1,231 @@
+package ext4go
+
+import (
+	"errors"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ext4go/ext4go/internal/inode"
+	"github.com/ext4go/ext4go/internal/testutil"
+)
+
+// TestRecycledInodeNeverSeen tries to catch the hot paths reusing an
+// inode version a reader still holds (node.in, node.publish). Writers
+// run fallocate2's steps, overwrites, truncates and keep-size fallocates
+// on two files; holders take the current inode the way every lock-free
+// reader does, keep it for a while and check that it did not change under
+// them; others stat, read and list extents, which build block maps from
+// the versions they take. Every recycled inode is poisoned the moment it
+// is recycled, so a holder that still had it sees the poison, and -race
+// sees the writes. The test also checks that recycling happened, many
+// times, or it proves nothing.
+func TestRecycledInodeNeverSeen(t *testing.T) {
+	for _, lazy := range []bool{false, true} {
+		name := "plain"
+		if lazy {
+			name = "lazytime"
+		}
+		t.Run(name, func(t *testing.T) { testRecycledInodeNeverSeen(t, lazy) })
+	}
+}
+
+func testRecycledInodeNeverSeen(t *testing.T, lazy bool) {
+	poisonRecycled = true
+	recycledCount.Store(0)
+	var steps atomic.Uint32
+	recycleStepHook = func() {
+		// Now and then a pause between the steps of node.in and
+		// node.publish, so that every order of them comes up.
+		if steps.Add(1)%8 == 0 {
+			runtime.Gosched()
+		}
+	}
+	defer func() { poisonRecycled, recycleStepHook = false, nil }()
+
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 128<<20, "-t", "ext4")
+	fsys, err := Open(image, &Options{Writable: true, Lazytime: lazy, CommitInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"a", "b"}
+	files := make([]*File, len(names))
+	for i, name := range names {
+		if files[i], err = fsys.Create(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	duration := 1500 * time.Millisecond
+	if testing.Short() {
+		duration = 300 * time.Millisecond
+	}
+	deadline := time.Now().Add(duration)
+	var wg sync.WaitGroup
+	var holds, changed atomic.Int64
+	fail := func(format string, args ...any) {
+		changed.Add(1)
+		t.Errorf(format, args...)
+	}
+	for i, f := range files {
+		wg.Add(1)
+		go func() { // the writer
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			const step, limit = 8 << 10, 1 << 20
+			var off int64
+			buf := make([]byte, 4096)
+			for time.Now().Before(deadline) {
+				var err error
+				switch k := rng.IntN(100); {
+				case k < 80:
+					if off >= limit {
+						err, off = f.Truncate(0), 0
+						break
+					}
+					err = f.Fallocate(0, off, step)
+					off += step
+				case k < 90:
+					if off > 0 {
+						_, err = f.WriteAt(buf, rng.Int64N(off/4096)*4096)
+					}
+				case k < 95:
+					off = rng.Int64N(limit/step) * step
+					err = f.Truncate(off)
+				default:
+					err = f.Fallocate(FallocKeepSize, limit, step)
+				}
+				if err != nil {
+					t.Errorf("writer %d: %v", i, err)
+					return
+				}
+			}
+		}()
+		for h := range 2 {
+			wg.Add(1)
+			go func() { // a holder
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(i), uint64(h)))
+				for time.Now().Before(deadline) && changed.Load() == 0 {
+					p := f.n.in()
+					was := *p
+					if was.Size == poisonSize {
+						fail("file %s: a reader took a recycled inode", names[i])
+					}
+					for range rng.IntN(64) {
+						runtime.Gosched()
+					}
+					if p.Size != was.Size || p.Blocks != was.Blocks || p.Block != was.Block ||
+						p.Mtime != was.Mtime || p.Ctime != was.Ctime || p.LinksCount != was.LinksCount {
+						fail("file %s: an inode held by a reader changed: size %#x -> %#x, links %d -> %d",
+							names[i], was.Size, p.Size, was.LinksCount, p.LinksCount)
+					}
+					holds.Add(1)
+					if h == 1 && rng.IntN(4) == 0 {
+						// Unwatched stretches, in which the writer
+						// recycles; holder 0 hammers.
+						time.Sleep(100 * time.Microsecond)
+					}
+				}
+			}()
+		}
+	}
+	wg.Add(1)
+	go func() { // stat, read and extents: block maps built from taken versions
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(9, 9))
+		buf := make([]byte, 8192)
+		r := make([]*File, len(names))
+		for i, name := range names {
+			var err error
+			if r[i], err = fsys.OpenFile(name, 0, 0); err != nil {
+				t.Error(err)
+				return
+			}
+			defer r[i].Close()
+		}
+		for time.Now().Before(deadline) && changed.Load() == 0 {
+			i := rng.IntN(len(names))
+			fi, err := fsys.Stat(names[i])
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if fi.Size() > 2<<20 {
+				fail("stat %s: size %#x", names[i], fi.Size())
+			}
+			if _, err := r[i].ReadAt(buf, rng.Int64N(1<<20)); err != nil && !errors.Is(err, io.EOF) {
+				t.Errorf("read %s: %v", names[i], err)
+				return
+			}
+			if _, err := r[i].Extents(); err != nil {
+				t.Errorf("extents of %s: %v", names[i], err)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	for _, f := range files {
+		if err := f.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+	t.Logf("%d inodes recycled, %d holds checked", recycledCount.Load(), holds.Load())
+	if recycledCount.Load() < 100 || holds.Load() < 1000 {
+		t.Errorf("too little happened to show anything: %d recycled, %d holds", recycledCount.Load(), holds.Load())
+	}
+}
+
+// TestRecycleNeedsUnseen: the rules of node.publish one by one, without
+// goroutines.
+func TestRecycleNeedsUnseen(t *testing.T) {
+	v := func(size uint64) *inode.Inode { return &inode.Inode{Size: size} }
+	n := newNode(1, v(1))
+	n.publish(v(2), true)
+	if n.spare != nil {
+		t.Fatal("the first inode (not from a hot change) was recycled")
+	}
+	v2 := n.inLocked()
+	n.publish(v(3), true)
+	if n.spare != v2 {
+		t.Fatal("an unseen hot inode was not recycled")
+	}
+	n.spare = nil
+	seen := n.in() // the reader keeps v3
+	n.publish(v(4), true)
+	if n.spare != nil {
+		t.Fatal("an inode a reader took was recycled")
+	}
+	if seen.Size != 3 {
+		t.Fatalf("the held inode changed: size %d", seen.Size)
+	}
+	// The mark covers the version after the one taken too (a reader
+	// cannot tell them apart: see node.in).
+	v4 := n.inLocked()
+	n.publish(v(5), true)
+	if n.spare != nil {
+		t.Fatal("the inode after the one a reader took was recycled")
+	}
+	if v4.Size != 4 {
+		t.Fatalf("inode 4 changed: size %d", v4.Size)
+	}
+	v5 := n.inLocked()
+	n.publish(v(6), false)
+	if n.spare != v5 {
+		t.Fatal("an unseen hot inode replaced by a plain change was not recycled")
+	}
+	n.spare = nil
+	n.publish(v(7), true)
+	if n.spare != nil {
+		t.Fatal("an inode a plain change published was recycled")
+	}
+}
