@@ -518,7 +518,8 @@ func (f *FS) BlockSize() int { return int(f.blockSize) }
 // block map and its data hold it exclusively; data reads hold it shared, so
 // a read never sees blocks a concurrent truncate is freeing. The current
 // inode is an immutable value replaced as a whole under mu, so stat-like
-// readers load it without locking.
+// readers load it without locking (in, which marks what it takes; the
+// hot paths reuse only inodes nobody marked, see publish).
 type node struct {
 	ino uint32
 	mu  lockstat.RWMutex[lockstat.MFSInode]
@@ -605,8 +606,8 @@ func (n *node) in() *inode.Inode {
 	for {
 		k := n.seq.Load()
 		p := n.cur.Load()
-		if recycleStepHook != nil {
-			recycleStepHook()
+		if hook := recycleStepHook.Load(); hook != nil {
+			(*hook)()
 		}
 		for m := n.seen.Load(); m <= k && !n.seen.CompareAndSwap(m, k+1); m = n.seen.Load() {
 		}
@@ -626,18 +627,28 @@ func (n *node) inLocked() *inode.Inode { return n.cur.Load() }
 // editInodeHot and its publisher keeps no pointer to it (setInodeHot),
 // which makes it a candidate for reuse once replaced. The inode it
 // replaces becomes the spare if it was such a candidate and no reader
-// marked it (see in). n.mu is held exclusively, or n is not yet visible.
+// marked it (see in). n.mu is held exclusively, but for a node's first
+// inode (newInode publishes it without n.mu).
 func (n *node) publish(in *inode.Inode, hot bool) {
 	old := n.cur.Load()
+	if old == nil {
+		// Nobody uses a node without an inode (the cache reports it as
+		// not there yet), but the moment it is stored others may find
+		// the node and publish under n.mu: so seq first, and nothing
+		// after the store. curHot stays false: never recycled.
+		n.seq.Add(1)
+		n.cur.Store(in)
+		return
+	}
 	n.cur.Store(in)
-	if recycleStepHook != nil {
-		recycleStepHook()
+	if hook := recycleStepHook.Load(); hook != nil {
+		(*hook)()
 	}
 	v := n.seq.Add(1) - 1 // old's seq
-	if recycleStepHook != nil {
-		recycleStepHook()
+	if hook := recycleStepHook.Load(); hook != nil {
+		(*hook)()
 	}
-	if n.curHot && old != nil && n.seen.Load() < v {
+	if n.curHot && n.seen.Load() < v {
 		if poisonRecycled {
 			*old = inode.Inode{Size: poisonSize, LinksCount: 0xdead}
 			recycledCount.Add(1)
@@ -647,13 +658,15 @@ func (n *node) publish(in *inode.Inode, hot bool) {
 	n.curHot = hot
 }
 
-// poisonRecycled makes publish overwrite every inode it recycles
-// (tests: a reader that still held one would see poisonSize).
+// poisonRecycled makes publish overwrite every inode it recycles: the
+// root package's tests set it for all of them (recycle_test.go), so that
+// a reader that still held one would see poisonSize. Set before any
+// goroutine starts, never changed after.
 var poisonRecycled = false
 
 // recycleStepHook, when set (tests), runs between the steps of in and
 // publish, to widen the windows in which they interleave.
-var recycleStepHook func()
+var recycleStepHook atomic.Pointer[func()]
 
 // recycledCount counts the inodes publish recycled while poisonRecycled.
 var recycledCount atomic.Int64
