@@ -193,44 +193,35 @@ func testRecycledInodeNeverSeen(t *testing.T, lazy bool) {
 // TestRecycleNeedsUnseen: the rules of node.publish one by one, without
 // goroutines.
 func TestRecycleNeedsUnseen(t *testing.T) {
-	v := func(size uint64) *inode.Inode { return &inode.Inode{Size: size} }
-	n := newNode(1, v(1))
-	n.publish(v(2), true)
-	if n.spare != nil {
-		t.Fatal("the first inode (not from a hot change) was recycled")
+	n := newNode(1, &inode.Inode{Size: 1})
+	var held *inode.Inode
+	for _, step := range []struct {
+		size     uint64
+		hot      bool
+		take     bool // a reader takes the current inode first
+		recycled bool // the inode replaced becomes the spare
+		why      string
+	}{
+		{2, true, false, false, "the first inode (not from a hot change) was recycled"},
+		{3, true, false, true, "an unseen hot inode was not recycled"},
+		{4, true, true, false, "an inode a reader took was recycled"},
+		// The mark covers the version after the one taken too (a reader
+		// cannot tell them apart: see node.in).
+		{5, true, false, false, "the inode after the one a reader took was recycled"},
+		{6, false, false, true, "an unseen hot inode replaced by a plain change was not recycled"},
+		{7, true, false, false, "an inode a plain change published was recycled"},
+	} {
+		prev := n.inLocked()
+		if step.take {
+			held = n.in()
+		}
+		n.publish(&inode.Inode{Size: step.size}, step.hot)
+		if (n.spare == prev) != step.recycled {
+			t.Fatalf("publishing inode %d: %s", step.size, step.why)
+		}
+		n.spare = nil
 	}
-	v2 := n.inLocked()
-	n.publish(v(3), true)
-	if n.spare != v2 {
-		t.Fatal("an unseen hot inode was not recycled")
-	}
-	n.spare = nil
-	seen := n.in() // the reader keeps v3
-	n.publish(v(4), true)
-	if n.spare != nil {
-		t.Fatal("an inode a reader took was recycled")
-	}
-	if seen.Size != 3 {
-		t.Fatalf("the held inode changed: size %d", seen.Size)
-	}
-	// The mark covers the version after the one taken too (a reader
-	// cannot tell them apart: see node.in).
-	v4 := n.inLocked()
-	n.publish(v(5), true)
-	if n.spare != nil {
-		t.Fatal("the inode after the one a reader took was recycled")
-	}
-	if v4.Size != 4 {
-		t.Fatalf("inode 4 changed: size %d", v4.Size)
-	}
-	v5 := n.inLocked()
-	n.publish(v(6), false)
-	if n.spare != v5 {
-		t.Fatal("an unseen hot inode replaced by a plain change was not recycled")
-	}
-	n.spare = nil
-	n.publish(v(7), true)
-	if n.spare != nil {
-		t.Fatal("an inode a plain change published was recycled")
+	if held.Size != 3 {
+		t.Fatalf("the held inode changed: size %#x", held.Size)
 	}
 }
