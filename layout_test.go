@@ -23,6 +23,9 @@ func TestHotLayout(t *testing.T) {
 			t.Errorf("%s is %d bytes, want %d", name, size, want)
 		}
 	}
+	if size := unsafe.Sizeof(hotInode{}); size != 256 {
+		t.Errorf("hotInode is %d bytes, want 256", size)
+	}
 	if size := unsafe.Sizeof(groupDescLock{}); size%64 != 0 {
 		t.Errorf("groupDescLock is %d bytes, not whole cache lines", size)
 	}

@@ -1191,11 +1191,20 @@ func editInodeHot(n *node) *inode.Inode {
 	if c != nil {
 		n.spare = nil
 	} else {
-		c = new(inode.Inode)
+		c = &new(hotInode).in
 	}
 	*c = *n.inLocked()
 	c.RawOwned = false
 	return c
+}
+
+// hotInode is an inode alone in whole cache lines: recycled, the copies
+// of two files' inodes are written by two goroutines on every change, and
+// 240-byte objects packed side by side would share a line (256 bytes is
+// a size class whose objects start on line boundaries).
+type hotInode struct {
+	in inode.Inode
+	_  [16 * pad.On]byte
 }
 
 // inodeCopyRaw is the largest Raw an inodeCopy holds: 256 bytes, mke2fs's
