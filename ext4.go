@@ -607,7 +607,7 @@ func (n *node) in() *inode.Inode {
 		k := n.seq.Load()
 		p := n.cur.Load()
 		if hook := recycleStepHook.Load(); hook != nil {
-			(*hook)()
+			(*hook)(stepReaderLoaded)
 		}
 		for m := n.seen.Load(); m <= k && !n.seen.CompareAndSwap(m, k+1); m = n.seen.Load() {
 		}
@@ -642,11 +642,11 @@ func (n *node) publish(in *inode.Inode, hot bool) {
 	}
 	n.cur.Store(in)
 	if hook := recycleStepHook.Load(); hook != nil {
-		(*hook)()
+		(*hook)(stepWriterStored)
 	}
 	v := n.seq.Add(1) - 1 // old's seq
 	if hook := recycleStepHook.Load(); hook != nil {
-		(*hook)()
+		(*hook)(stepWriterRaised)
 	}
 	if n.curHot && n.seen.Load() < v {
 		if poisonRecycled {
@@ -665,8 +665,16 @@ func (n *node) publish(in *inode.Inode, hot bool) {
 var poisonRecycled = false
 
 // recycleStepHook, when set (tests), runs between the steps of in and
-// publish, to widen the windows in which they interleave.
-var recycleStepHook atomic.Pointer[func()]
+// publish, to widen the windows in which they interleave or to order
+// them (TestRecycleInterleavings); it is told which step was just done.
+var recycleStepHook atomic.Pointer[func(step int)]
+
+// The steps after which in and publish call recycleStepHook.
+const (
+	stepReaderLoaded = iota // in loaded seq and cur, has not marked
+	stepWriterStored        // publish stored the new inode, has not raised seq
+	stepWriterRaised        // publish raised seq, has not read seen
+)
 
 // recycledCount counts the inodes publish recycled while poisonRecycled.
 var recycledCount atomic.Int64

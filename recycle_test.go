@@ -43,7 +43,7 @@ func TestRecycledInodeNeverSeen(t *testing.T) {
 func testRecycledInodeNeverSeen(t *testing.T, lazy bool) {
 	recycledCount.Store(0)
 	var steps atomic.Uint32
-	hook := func() {
+	hook := func(int) {
 		// Now and then a pause between the steps of node.in and
 		// node.publish, so that every order of them comes up.
 		if steps.Add(1)%8 == 0 {
@@ -224,4 +224,104 @@ func TestRecycleNeedsUnseen(t *testing.T) {
 	if held.Size != 3 {
 		t.Fatalf("the held inode changed: size %#x", held.Size)
 	}
+}
+
+// TestRecycleInterleavings runs one reader (node.in) against one writer
+// (node.publish of a hot inode) in every order of their steps: the reader
+// pauses once after loading, the writer after storing and after raising
+// seq (recycleStepHook), so each run is a sequence of 2 reader and 3
+// writer segments, 10 in all. Whatever the order, the inode the reader
+// returns is not one the writer recycled (poisoned), then or after two
+// more changes.
+func TestRecycleInterleavings(t *testing.T) {
+	var orders []string
+	var gen func(prefix string, r, w int)
+	gen = func(prefix string, r, w int) {
+		if r == 0 && w == 0 {
+			orders = append(orders, prefix)
+			return
+		}
+		if r > 0 {
+			gen(prefix+"R", r-1, w)
+		}
+		if w > 0 {
+			gen(prefix+"W", r, w-1)
+		}
+	}
+	gen("", 2, 3)
+	for _, order := range orders {
+		t.Run(order, func(t *testing.T) { testRecycleOrder(t, order) })
+	}
+}
+
+func testRecycleOrder(t *testing.T, order string) {
+	n := newNode(1, &inode.Inode{Size: 1})
+	for size := uint64(2); size <= 3; size++ {
+		n.publish(&inode.Inode{Size: size}, true)
+	}
+	// Each side waits for its turn at the start and at each step.
+	const reader, writer = 0, 1
+	var resume, paused [2]chan struct{}
+	var done [2]chan *inode.Inode
+	for i := range 2 {
+		resume[i], paused[i], done[i] = make(chan struct{}), make(chan struct{}), make(chan *inode.Inode, 1)
+	}
+	hook := func(step int) {
+		side := writer
+		if step == stepReaderLoaded {
+			side = reader
+		}
+		paused[side] <- struct{}{}
+		<-resume[side]
+	}
+	recycleStepHook.Store(&hook)
+	defer recycleStepHook.Store(nil)
+	go func() {
+		<-resume[reader]
+		done[reader] <- n.in()
+	}()
+	go func() {
+		<-resume[writer]
+		n.publish(&inode.Inode{Size: 4}, true)
+		done[writer] <- nil
+	}()
+	finished := [2]bool{}
+	var got *inode.Inode
+	// step lets side run to its next pause or its end.
+	step := func(side int) {
+		if finished[side] {
+			return
+		}
+		resume[side] <- struct{}{}
+		select {
+		case <-paused[side]:
+		case p := <-done[side]:
+			finished[side] = true
+			if side == reader {
+				got = p
+			}
+		}
+	}
+	for _, c := range order {
+		step(map[rune]int{'R': reader, 'W': writer}[c])
+	}
+	for !finished[reader] || !finished[writer] { // a reader that retries
+		step(reader)
+		step(writer)
+	}
+	recycleStepHook.Store(nil)
+	check := func(when string) {
+		if got.Size != 3 && got.Size != 4 {
+			t.Fatalf("order %s: %s, the reader's inode has size %#x (recycled)", order, when, got.Size)
+		}
+	}
+	check("at once")
+	for size := uint64(5); size <= 6; size++ {
+		n.publish(&inode.Inode{Size: size}, true)
+		if n.spare == got {
+			t.Fatalf("order %s: the reader's inode became the spare", order)
+		}
+		n.spare = nil
+	}
+	check("after two more changes")
 }
