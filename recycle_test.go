@@ -1,9 +1,13 @@
 package ext4go
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -28,8 +32,13 @@ func init() { poisonRecycled = true }
 // them; others stat, read and list extents, which build block maps from
 // the versions they take. Every recycled inode is poisoned the moment it
 // is recycled, so a holder that still had it sees the poison, and -race
-// sees the writes. The test also checks that recycling happened, many
-// times, or it proves nothing.
+// sees the writes. Meanwhile the names race too: "a" is renamed away and
+// back, "b" is unlinked half way while its writer goes on with the open
+// file, and scratch files come and go beside bystanders. At the end each
+// file holds what its writer's model says (b read through its handle),
+// e2fsck is clean, and ext4go and the kernel read a and the bystanders
+// back exactly. The test also checks that recycling happened, many times,
+// or it proves nothing.
 func TestRecycledInodeNeverSeen(t *testing.T) {
 	for _, lazy := range []bool{false, true} {
 		name := "plain"
@@ -59,7 +68,21 @@ func testRecycledInodeNeverSeen(t *testing.T, lazy bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bystanders := map[string][]byte{}
+	for k := range 8 {
+		data := make([]byte, 1000+k*5000)
+		rng := rand.New(rand.NewPCG(uint64(k), 3))
+		for j := range data {
+			data[j] = byte(rng.Uint32())
+		}
+		name := fmt.Sprintf("by%d", k)
+		if err := fsys.WriteFile(name, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		bystanders[name] = data
+	}
 	names := []string{"a", "b"}
+	models := make([][]byte, len(names)) // each writer's, until wg.Wait
 	files := make([]*File, len(names))
 	for i, name := range names {
 		if files[i], err = fsys.Create(name); err != nil {
@@ -77,31 +100,52 @@ func testRecycledInodeNeverSeen(t *testing.T, lazy bool) {
 		changed.Add(1)
 		t.Errorf(format, args...)
 	}
+	r := make([]*File, len(names)) // the reader's, opened before the names move
+	for i, name := range names {
+		if r[i], err = fsys.OpenFile(name, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i, f := range files {
 		wg.Add(1)
 		go func() { // the writer
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(i), 7))
 			const step, limit = 8 << 10, 1 << 20
-			var off int64
+			var off int64 // the size, always
+			model := make([]byte, 0, limit)
+			defer func() { models[i] = model }()
 			buf := make([]byte, 4096)
+			resize := func(size int64) {
+				if int(size) > len(model) {
+					model = append(model, make([]byte, int(size)-len(model))...)
+				}
+				model, off = model[:size], size
+			}
 			for time.Now().Before(deadline) {
 				var err error
 				switch k := rng.IntN(100); {
 				case k < 80:
 					if off >= limit {
-						err, off = f.Truncate(0), 0
+						err = f.Truncate(0)
+						resize(0)
 						break
 					}
 					err = f.Fallocate(0, off, step)
-					off += step
+					resize(off + step)
 				case k < 90:
 					if off > 0 {
-						_, err = f.WriteAt(buf, rng.Int64N(off/4096)*4096)
+						pos := rng.Int64N(off/4096) * 4096
+						for j := range buf {
+							buf[j] = byte(rng.Uint32())
+						}
+						_, err = f.WriteAt(buf, pos)
+						copy(model[pos:], buf)
 					}
 				case k < 95:
-					off = rng.Int64N(limit/step) * step
-					err = f.Truncate(off)
+					size := rng.Int64N(limit/step) * step
+					err = f.Truncate(size)
+					resize(size)
 				default:
 					err = f.Fallocate(FallocKeepSize, limit, step)
 				}
@@ -145,23 +189,14 @@ func testRecycledInodeNeverSeen(t *testing.T, lazy bool) {
 		defer wg.Done()
 		rng := rand.New(rand.NewPCG(9, 9))
 		buf := make([]byte, 8192)
-		r := make([]*File, len(names))
-		for i, name := range names {
-			var err error
-			if r[i], err = fsys.OpenFile(name, 0, 0); err != nil {
-				t.Error(err)
-				return
-			}
-			defer r[i].Close()
-		}
 		for time.Now().Before(deadline) && changed.Load() == 0 {
 			i := rng.IntN(len(names))
 			fi, err := fsys.Stat(names[i])
-			if err != nil {
+			if err != nil && !errors.Is(err, fs.ErrNotExist) { // renamed or unlinked meanwhile
 				t.Error(err)
 				return
 			}
-			if fi.Size() > 2<<20 {
+			if err == nil && fi.Size() > 2<<20 {
 				fail("stat %s: size %#x", names[i], fi.Size())
 			}
 			if _, err := r[i].ReadAt(buf, rng.Int64N(1<<20)); err != nil && !errors.Is(err, io.EOF) {
@@ -174,8 +209,44 @@ func testRecycledInodeNeverSeen(t *testing.T, lazy bool) {
 			}
 		}
 	}()
+	wg.Add(1)
+	go func() { // the names race: a moves away and back, b goes half way
+		defer wg.Done()
+		half := time.Now().Add(duration / 2)
+		for k := 0; time.Now().Before(deadline); k++ {
+			if err := fsys.Rename("a", "a.moved"); err != nil {
+				t.Errorf("rename a: %v", err)
+				return
+			}
+			if err := fsys.Rename("a.moved", "a"); err != nil {
+				t.Errorf("rename a back: %v", err)
+				return
+			}
+			scratch := fmt.Sprintf("scratch%d", k%4)
+			if err := fsys.WriteFile(scratch, []byte(scratch), 0o644); err != nil {
+				t.Errorf("scratch: %v", err)
+				return
+			}
+			if err := fsys.Remove(scratch); err != nil {
+				t.Errorf("scratch: %v", err)
+				return
+			}
+			if !half.IsZero() && time.Now().After(half) {
+				if err := fsys.Remove("b"); err != nil {
+					t.Errorf("unlink b: %v", err)
+					return
+				}
+				half = time.Time{}
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
 	wg.Wait()
-	for _, f := range files {
+	// b, unlinked, is read through its writer's handle before it goes.
+	if got, err := io.ReadAll(io.NewSectionReader(files[1], 0, 2<<20)); err != nil || !bytes.Equal(got, models[1]) {
+		t.Errorf("b (unlinked, open): %d bytes, %v; its writer's model has %d", len(got), err, len(models[1]))
+	}
+	for _, f := range append(files, r...) {
 		if err := f.Close(); err != nil {
 			t.Error(err)
 		}
@@ -184,6 +255,28 @@ func testRecycledInodeNeverSeen(t *testing.T, lazy bool) {
 		t.Fatal(err)
 	}
 	testutil.RequireFsckClean(t, image)
+	want := map[string][]byte{"a": models[0]}
+	for name, data := range bystanders {
+		want[name] = data
+	}
+	readBack := func(who string, read func(string) ([]byte, error)) {
+		for name, data := range want {
+			if got, err := read(name); err != nil || !bytes.Equal(got, data) {
+				t.Errorf("%s: %s: %d bytes, %v; want %d", who, name, len(got), err, len(data))
+			}
+		}
+		if _, err := read("b"); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: b, unlinked: %v", who, err)
+		}
+	}
+	ro, err := Open(image, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBack("ext4go", ro.ReadFile)
+	ro.Close()
+	mp := testutil.Mount(t, image, true)
+	readBack("kernel", func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(mp, name)) })
 	t.Logf("%d inodes recycled, %d holds checked", recycledCount.Load(), holds.Load())
 	if recycledCount.Load() < 100 || holds.Load() < 1000 {
 		t.Errorf("too little happened to show anything: %d recycled, %d holds", recycledCount.Load(), holds.Load())
