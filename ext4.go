@@ -350,8 +350,8 @@ func (f *FS) readBlock(blk uint64, what string) ([]byte, error) {
 // copying it anywhere: for a caller that must see a read error now rather
 // than half way through a change (prepareFree).
 func (f *FS) touchBlock(blk uint64, what string) error {
-	if blk >= f.sb.BlocksCount() || (blk == 0 && f.blockSize > 1024) {
-		return &CorruptError{What: what, Block: int64(blk), Detail: fmt.Sprintf("block number outside the filesystem (%d blocks)", f.sb.BlocksCount())}
+	if err := f.checkMetaBlock(blk, what); err != nil {
+		return err
 	}
 	if err := f.tm.View(blk, func([]byte) error { return nil }); err != nil {
 		return fmt.Errorf("read %s: %w", what, err)
@@ -606,8 +606,8 @@ func (n *node) in() *inode.Inode {
 	for {
 		k := n.seq.Load()
 		p := n.cur.Load()
-		if hook := recycleStepHook.Load(); hook != nil {
-			(*hook)(stepReaderLoaded)
+		if poisonRecycled {
+			recycleStep(stepReaderLoaded)
 		}
 		for m := n.seen.Load(); m <= k && !n.seen.CompareAndSwap(m, k+1); m = n.seen.Load() {
 		}
@@ -641,12 +641,12 @@ func (n *node) publish(in *inode.Inode, hot bool) {
 		return
 	}
 	n.cur.Store(in)
-	if hook := recycleStepHook.Load(); hook != nil {
-		(*hook)(stepWriterStored)
+	if poisonRecycled {
+		recycleStep(stepWriterStored)
 	}
 	v := n.seq.Add(1) - 1 // old's seq
-	if hook := recycleStepHook.Load(); hook != nil {
-		(*hook)(stepWriterRaised)
+	if poisonRecycled {
+		recycleStep(stepWriterRaised)
 	}
 	if n.curHot && n.seen.Load() < v {
 		if poisonRecycled {
@@ -658,16 +658,23 @@ func (n *node) publish(in *inode.Inode, hot bool) {
 	n.curHot = hot
 }
 
-// poisonRecycled makes publish overwrite every inode it recycles: the
-// root package's tests set it for all of them (recycle_test.go), so that
-// a reader that still held one would see poisonSize. Set before any
-// goroutine starts, never changed after.
+// poisonRecycled makes publish overwrite every inode it recycles, and
+// in and publish call recycleStepHook: the root package's tests set it
+// for all of them (recycle_test.go), so that a reader that still held a
+// recycled inode would see poisonSize. Set before any goroutine starts,
+// never changed after; false, the hot paths only test it.
 var poisonRecycled = false
 
 // recycleStepHook, when set (tests), runs between the steps of in and
 // publish, to widen the windows in which they interleave or to order
 // them (TestRecycleInterleavings); it is told which step was just done.
 var recycleStepHook atomic.Pointer[func(step int)]
+
+func recycleStep(step int) {
+	if hook := recycleStepHook.Load(); hook != nil {
+		(*hook)(step)
+	}
+}
 
 // The steps after which in and publish call recycleStepHook.
 const (
