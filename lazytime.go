@@ -292,9 +292,11 @@ func (f *FS) copyTimesLocked(b []byte, blk uint64, m *node) {
 		return
 	}
 	slot := b[off : off+f.inodeSize]
-	if inode.SlotGeneration(slot) != cur.Generation || !inode.SlotInUse(slot) {
+	if inode.SlotGeneration(slot) != cur.Generation {
 		// The slot is not m's: a live node whose slot another inode
-		// owns is the bug lifetime.go's rules prevent.
+		// owns is the bug lifetime.go's rules prevent. A slot without
+		// links may still be m's: an orphan (unlinked, still open) has
+		// none, and its times go to its slot like anyone's.
 		staleWrites.Add(1)
 		return
 	}

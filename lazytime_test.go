@@ -958,6 +958,49 @@ func TestLazytimeUnlink(t *testing.T) {
 	}
 }
 
+// TestLazytimeOrphanNeighbour: an orphan (unlinked, still open) with
+// lazy times is a neighbour like any other: a write of another inode of
+// its inode-table block carries its times. Its slot has no links, which
+// the neighbour copy once took for another inode's slot and counted as a
+// stale write (TestRecycledInodeNeverSeen's orphans found it).
+func TestLazytimeOrphanNeighbour(t *testing.T) {
+	image := lazyImage(t)
+	fsys := openLazy(t, image, ext4go.Options{CommitInterval: -1})
+	defer fsys.Close()
+	staleBefore := ext4go.StaleWrites()
+	a, b, _ := neighbourFiles(t, fsys)
+	fa := openFileRW(t, fsys, a)
+	if err := fsys.Remove(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := ext4go.Commit(fsys); err != nil {
+		t.Fatal(err)
+	}
+	tick()
+	overwrite(t, fa, 10, []byte("orphan, dirty"))
+	if got := ext4go.DirtyTimes(fsys); got != 1 {
+		t.Fatalf("%d dirty, want 1 (the orphan)", got)
+	}
+	fb := openFileRW(t, fsys, b)
+	if err := fb.Truncate(70 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if got := ext4go.DirtyTimes(fsys); got != 0 {
+		t.Errorf("%d dirty after the neighbour's write, want 0: the orphan's times did not go with it", got)
+	}
+	if n := ext4go.StaleWrites() - staleBefore; n != 0 {
+		t.Errorf("%d stale writes counted for an orphan neighbour", n)
+	}
+	fb.Close()
+	if err := fa.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, image)
+}
+
 // TestLazytimeLimit: when more nodes have dirty times than the limit, the
 // periodic committer writes those waiting without waiting for their
 // expiry, until at most the limit are left.
