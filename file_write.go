@@ -377,7 +377,7 @@ func (f *FS) extendSize(n *node, size int64, timesOnly bool) error {
 		f.setTimesLazily(n, in)
 		return nil
 	}
-	h, err := f.beginFor(n.ino)
+	h, err := f.beginHot(n) // writeAt holds n.mu exclusively; writeChunk's handle has ended
 	if err != nil {
 		return err
 	}
@@ -429,6 +429,9 @@ func (f *FS) writeChunk(n *node, p []byte, pos int64, openForWrite bool) (int, b
 			}
 			return int(m), true, nil
 		}
+		// A plain overwrite leaves the inode to extendSize: the copy,
+		// never published, is nobody's and becomes the spare again.
+		n.spare = in
 		return int(m), false, nil
 	}
 	want := min(mp.Len, lastBlk-lblk+1, maxAllocChunk)
@@ -657,7 +660,7 @@ func (f *FS) truncate(n *node, size int64) error {
 			return err
 		}
 	}
-	h, err := f.beginFor(n.ino)
+	h, err := f.beginHot(n) // n.mu is held exclusively; nothing below begins another
 	if err != nil {
 		return err
 	}
