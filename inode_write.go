@@ -206,7 +206,25 @@ func (f *FS) prepareFree(n *node, from uint64, whole bool) error {
 			groups[g] = true
 		}
 	}
-	if !in.HasFlag(inode.FlagInlineData) && (in.HasFlag(inode.FlagExtents) || f.hasBlockMap(n, in)) {
+	leaf := false
+	if !in.HasFlag(inode.FlagInlineData) && in.HasFlag(inode.FlagExtents) {
+		// A tree that is only its root (up to four extents, a
+		// fallocate2 file's): its extents straight from i_block, without
+		// building and caching the node's block map (a dozen objects).
+		t := extent.Tree{Root: in.Block[:], BlockSize: int(f.blockSize), FirstDataBlock: uint64(f.sb.FirstDataBlock), BlocksCount: f.sb.BlocksCount(), Ino: n.ino}
+		var buf [4]extent.Extent
+		exts, ok, err := t.RootLeaf(&buf)
+		if err != nil {
+			return err
+		}
+		for _, e := range exts {
+			if uint64(e.Logical)+uint64(e.Len) > from {
+				add(e.Start, uint64(e.Len))
+			}
+		}
+		leaf = ok
+	}
+	if !leaf && !in.HasFlag(inode.FlagInlineData) && (in.HasFlag(inode.FlagExtents) || f.hasBlockMap(n, in)) {
 		runs, err := f.mapping(n)
 		if err != nil {
 			return err

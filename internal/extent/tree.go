@@ -316,6 +316,19 @@ func childEnd(n *Node, i int, hi uint64) uint64 {
 	return hi
 }
 
+// RootLeaf decodes and checks the root into buf and, when the root is
+// the tree's only node (depth 0), returns its extents (in buf) and true;
+// for a deeper tree it returns false. It reads no block and allocates
+// nothing: for callers that only need a small file's extents.
+func (t *Tree) RootLeaf(buf *[4]Extent) ([]Extent, bool, error) {
+	var idxs [4]Index
+	h, exts, _, err := t.decodeRoot(buf[:0], idxs[:0])
+	if err != nil || h.Depth != 0 {
+		return nil, false, err
+	}
+	return exts, true, nil
+}
+
 // Lookup maps file block lblk (kernel: ext4_find_extent followed by the
 // lookup in ext4_ext_map_blocks). It reads at most one node per level.
 func (t *Tree) Lookup(lblk uint32) (Mapping, error) {
