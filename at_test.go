@@ -277,6 +277,7 @@ func TestAtRaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	staleBefore := ext4go.StaleWrites()
 	root, err := fsys.OpenFile(".", os.O_RDONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -367,6 +368,9 @@ func TestAtRaces(t *testing.T) {
 	root.Close()
 	if err := fsys.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if n := ext4go.StaleWrites() - staleBefore; n != 0 {
+		t.Errorf("%d changes reached nodes that no longer owned their inode", n)
 	}
 	testutil.RequireFsckClean(t, image)
 	if ok, _ := testutil.CanMount(); ok {

@@ -68,6 +68,7 @@ func testRecycledInodeNeverSeen(t *testing.T, lazy bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	staleBefore := staleWrites.Load()
 	bystanders := map[string][]byte{}
 	for k := range 8 {
 		data := make([]byte, 1000+k*5000)
@@ -253,6 +254,11 @@ func testRecycledInodeNeverSeen(t *testing.T, lazy bool) {
 	}
 	if err := fsys.Close(); err != nil {
 		t.Fatal(err)
+	}
+	// Writers, orphans and lazy neighbours all raced: no change may have
+	// reached a node that no longer owned its inode.
+	if n := staleWrites.Load() - staleBefore; n != 0 {
+		t.Errorf("%d changes reached nodes that no longer owned their inode", n)
 	}
 	testutil.RequireFsckClean(t, image)
 	want := map[string][]byte{"a": models[0]}
