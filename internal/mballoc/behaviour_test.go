@@ -3,6 +3,8 @@ package mballoc
 import (
 	"errors"
 	"testing"
+
+	"github.com/ext4go/ext4go/internal/testutil"
 )
 
 func TestDeferredFree(t *testing.T) {
@@ -281,5 +283,68 @@ func TestTunables(t *testing.T) {
 	}
 	if DefaultTunables(16).GroupPrealloc != 32 {
 		t.Fatal("bigalloc group prealloc default")
+	}
+}
+
+// A truncate of an open file gives its preallocation back but keeps the
+// file's state: it still counts as a stream, and the next allocation and
+// the discard itself allocate nothing (fallocate2 truncates every 128
+// steps).
+func TestDiscardInodePreallocOpen(t *testing.T) {
+	gm := GeometryFor(1<<30, 4096)
+	s, _ := NewMemStore(gm, MemStoreOptions{})
+	a, err := New(gm, s, Config{CPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ino = 5000
+	free0 := a.FreeClusters()
+	grow := func() {
+		t.Helper()
+		for next := uint64(0); next < 2048; {
+			e, err := a.Allocate(nil, Request{Inode: ino, Logical: next, Len: 256, Flags: FlagData, OpenForWrite: true, FileSize: next * 4096})
+			if err != nil {
+				t.Fatal(err)
+			}
+			next += uint64(e.Len)
+		}
+	}
+	grow()
+	if a.inodeState(ino, false) == nil || len(a.inodeState(ino, false).pas) == 0 {
+		t.Fatal("no inode preallocation to discard")
+	}
+	streams := a.streams.Sum()
+	used := free0 - a.FreeClusters()
+	a.DiscardInodePreallocOpen(ino)
+	if err := a.CheckConsistency(); err != nil {
+		t.Fatal(err)
+	}
+	is := a.inodeState(ino, false)
+	if is == nil || len(is.pas) != 0 {
+		t.Fatalf("state after the discard: %v", is)
+	}
+	if got := a.streams.Sum(); got != streams {
+		t.Errorf("streams %d after the discard, was %d", got, streams)
+	}
+	for gi := range a.groups {
+		for _, pa := range a.groups[gi].pas {
+			if pa.kind == paInode && pa.ino == ino {
+				t.Fatal("inode preallocation survived the discard")
+			}
+		}
+	}
+	if got := free0 - a.FreeClusters(); got != used {
+		t.Errorf("%d clusters used after the discard, %d before: the discard changed what the disk counts", got, used)
+	}
+	if n := testing.AllocsPerRun(20, func() { a.DiscardInodePreallocOpen(ino) }); n != 0 && !testutil.RaceEnabled {
+		t.Errorf("DiscardInodePreallocOpen allocates %v objects", n)
+	}
+	// Closing forgets it.
+	a.DiscardInodePrealloc(ino)
+	if a.inodeState(ino, false) != nil || a.streams.Sum() != streams-1 {
+		t.Errorf("after the last close: state %v, streams %d (want %d)", a.inodeState(ino, false), a.streams.Sum(), streams-1)
+	}
+	if err := a.CheckConsistency(); err != nil {
+		t.Fatal(err)
 	}
 }

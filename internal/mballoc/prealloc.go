@@ -464,10 +464,34 @@ func (a *Allocator) DiscardPreallocations() int {
 	return freed
 }
 
+// DiscardInodePreallocOpen gives back the unused preallocated blocks of
+// inode ino (kernel: ext4_discard_preallocations) and keeps its state: the
+// file is still open and still a stream. The filesystem calls it before
+// truncating or punching a hole in it; fallocate2's loop truncates every
+// 128 steps, and forgetting the state made each truncate's next
+// allocation allocate it again.
+func (a *Allocator) DiscardInodePreallocOpen(ino uint32) {
+	is := a.inodeState(ino, false)
+	if is == nil {
+		return
+	}
+	// Discarded after is.mu is released, as DiscardInodePrealloc does; a
+	// file has a few, so a buffer on the stack holds them.
+	var buf [8]*prealloc
+	is.mu.Lock()
+	pas := append(buf[:0], is.pas...)
+	clear(is.pas)
+	is.pas = is.pas[:0]
+	is.mu.Unlock()
+	for _, pa := range pas {
+		a.discardPA(pa)
+	}
+}
+
 // DiscardInodePrealloc gives back the unused preallocated blocks of inode
-// ino (kernel: ext4_discard_preallocations). The filesystem calls it on
-// the last close of a file that was written, and before truncating or
-// punching a hole in it.
+// ino (kernel: ext4_discard_preallocations) and forgets its state: it no
+// longer counts as a stream. The filesystem calls it on the last close of
+// a file that was written and when the inode is freed.
 func (a *Allocator) DiscardInodePrealloc(ino uint32) {
 	sh := &a.inodes[shard.Index(uint64(ino), len(a.inodes))]
 	sh.mu.Lock()
