@@ -19,11 +19,14 @@ import (
 // was 34.
 var allocBudgets = map[string]float64{
 	"fallocate2 step":  0, // 1 before inode copies were recycled, 2 before the handle was the node's own
-	"truncate to 0":    3, // a 64 KiB fallocate and the truncate; 13 before prepareFree read a root-only tree's extents from i_block instead of building the node's block map (which also marked the inode, keeping it and the next from reuse), 14 before the truncate used the node's handle, 16 before the removal's store was pooled and prepareFree stopped copying blocks, 17 before fallocate used the node's handle
+	"truncate to 0":    0, // a 64 KiB fallocate and the truncate; 3 before the truncate stopped marking the inode it replaces (n.in, which keeps it from reuse) and kept the file's allocator state (DiscardInodePreallocOpen), 13 before prepareFree read a root-only tree's extents from i_block instead of building the node's block map (which also marked the inode, keeping it and the next from reuse), 14 before the truncate used the node's handle, 16 before the removal's store was pooled and prepareFree stopped copying blocks, 17 before fallocate used the node's handle
 	"overwrite 4k":     0, // 2 before its time update used the node's handle and the overwrite gave back its unused inode copy, 3 before recycled inode copies
 	"stat":             2,
-	"write, deep tree": 5,  // into a hole of a file with a leaf block (its nodes come from a pool); 6 before its time update used the node's handle, 8 before recycled inode copies
-	"create+remove":    78, // 81 before prepareFree read a root-only tree from i_block, 82 before prepareFree stopped copying the inode table block, 83 before a new regular file skipped the second write of its inode, 85 before new inodes were allocated with their bytes (one object, encoded in place), 82 before directory inserts changed their block in place (the viewer closures), 89 before pooled directory extent stores
+	"punch+refill 4k":  0, // 6 before punch used the node's handle, the hot inode copy and a pooled store, the removal kept its extents in the leaf's slice and the allocator's free stopped cloning the group's preallocations
+	"zero range 4k":    0,
+	"append 4k":        0,  // a write at the end of an open file: blocks from its preallocation, the size in the same handle
+	"write, deep tree": 0,  // into a hole of a file with a leaf block (its nodes come from a pool); 5 before the tree's child visit was bound once per Editor and scratch buffers went back to their pool in recycled boxes, 6 before its time update used the node's handle, 8 before recycled inode copies
+	"create+remove":    76, // 78 before the truncate-path and tree-visit changes above, 81 before prepareFree read a root-only tree from i_block, 82 before prepareFree stopped copying the inode table block, 83 before a new regular file skipped the second write of its inode, 85 before new inodes were allocated with their bytes (one object, encoded in place), 82 before directory inserts changed their block in place (the viewer closures), 89 before pooled directory extent stores
 }
 
 func TestHotPathAllocs(t *testing.T) {
@@ -125,6 +128,38 @@ func TestHotPathAllocs(t *testing.T) {
 			t.Fatal(err)
 		}
 		hole += 2
+	})
+	app, err := fsys.Create("append")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	for range 64 {
+		if _, err := app.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	measure("append 4k", func() {
+		if _, err := app.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	})
+	var ppos int64
+	measure("punch+refill 4k", func() {
+		if err := app.Fallocate(ext4go.FallocPunchHole|ext4go.FallocKeepSize, ppos, 4096); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := app.WriteAt(buf, ppos); err != nil {
+			t.Fatal(err)
+		}
+		ppos = (ppos + 8192) % (64 << 12)
+	})
+	var zpos int64
+	measure("zero range 4k", func() {
+		if err := app.Fallocate(ext4go.FallocZeroRange|ext4go.FallocKeepSize, zpos+4096, 4096); err != nil {
+			t.Fatal(err)
+		}
+		zpos = (zpos + 8192) % (64 << 12)
 	})
 	measure("stat", func() {
 		if _, err := f.Stat(); err != nil {

@@ -123,7 +123,7 @@ func (f *File) Truncate(size int64) error {
 		return err
 	}
 	defer n.mu.Unlock()
-	if frozen(n.in()) {
+	if frozen(n.inLocked()) {
 		return &fs.PathError{Op: "truncate", Path: f.name, Err: syscall.EPERM}
 	}
 	// Removing part of an extent may split it and need a tree block.

@@ -180,7 +180,13 @@ func (s *extStore) FreeData(pblk uint64, n uint32) error {
 		return nil
 	}
 	var err error
-	if s.n != nil && s.n.in() != nil && s.n.in().IsRegular() && !s.n.in().HasFlag(inode.FlagEAInode) {
+	// s.n's mu is held (its tree is being edited): its inode unmarked,
+	// so that the change's copy may reuse the version it replaces.
+	var in *inode.Inode
+	if s.n != nil {
+		in = s.n.inLocked()
+	}
+	if in != nil && in.IsRegular() && !in.HasFlag(inode.FlagEAInode) {
 		err = s.f.freeFileData(s.h, pblk, uint64(n))
 	} else {
 		err = s.f.freeBlocks(s.h, pblk, uint64(n), 0)
@@ -647,15 +653,15 @@ func (f *FS) truncate(n *node, size int64) error {
 	if size > f.maxFileSize(n) {
 		return syscall.EFBIG
 	}
-	if n.in().HasFlag(inode.FlagInlineData) {
+	if n.inLocked().HasFlag(inode.FlagInlineData) {
 		if err := f.uninlineFile(n); err != nil {
 			return err
 		}
 	}
-	f.w.balloc.DiscardInodePrealloc(n.ino)
+	f.w.balloc.DiscardInodePreallocOpen(n.ino)
 	bs := f.blockSize
 	first := uint64((size + bs - 1) / bs)
-	if size < int64(n.in().Size) {
+	if size < int64(n.inLocked().Size) {
 		if err := f.prepareFree(n, first, false); err != nil {
 			return err
 		}
@@ -736,7 +742,7 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 		// Their blocks change under the preallocation's window; a plain
 		// allocation keeps it, so fallocate appends use it as the
 		// kernel's do and grow the file in one run.
-		f.w.balloc.DiscardInodePrealloc(n.ino)
+		f.w.balloc.DiscardInodePreallocOpen(n.ino)
 	}
 	bs := f.blockSize
 	firstFull := uint64((off + bs - 1) / bs)
@@ -782,7 +788,7 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 	if finished {
 		return nil
 	}
-	h, err := f.beginFor(n.ino)
+	h, err := f.beginHot(n) // n.mu is held exclusively; fallocChunk's handle has ended
 	if err != nil {
 		return err
 	}
@@ -812,6 +818,8 @@ func (f *FS) fallocChunk(n *node, lblk, last uint64, finish func(*inode.Inode)) 
 	}
 	want := min(mp.Len, last-lblk+1)
 	if !mp.Hole() {
+		// Mapped already: the copy, never published, is nobody's.
+		n.spare = in
 		return want, false, nil
 	}
 	// Open for write: fallocate needs a file opened for writing. Space
@@ -847,20 +855,16 @@ func (f *FS) punch(n *node, off, end int64) error {
 			return err
 		}
 	}
-	h, err := f.beginFor(n.ino)
+	h, err := f.beginHot(n) // fallocate holds n.mu exclusively; nothing below begins another
 	if err != nil {
 		return err
 	}
 	defer h.End()
-	in := editInode(n)
+	in := editInodeHot(n)
 	// The blocks first: a removal that fails (ENOSPC for the split of an
 	// extent) changes nothing, and only then are the edges zeroed.
 	if firstFull < endFull {
-		s := &extStore{f: f, h: h, ino: n.ino}
-		if err := f.editor(n, in, s).Remove(uint32(firstFull), uint32(endFull)); err != nil {
-			return err
-		}
-		if err := f.addBlocks(in, s.delta); err != nil {
+		if err := f.removeBlocks(h, n, in, uint32(firstFull), uint32(endFull)); err != nil {
 			return err
 		}
 	}
@@ -869,21 +873,33 @@ func (f *FS) punch(n *node, off, end int64) error {
 	}
 	now := inode.FromTime(f.now())
 	in.Mtime, in.Ctime = now, now
-	return f.setInode(h, n, in)
+	return f.setInodeHot(h, n, in)
+}
+
+// removeBlocks unmaps and frees n's blocks [from, to) in h and takes them
+// off in's block count; n.mu is held exclusively.
+func (f *FS) removeBlocks(h handle, n *node, in *inode.Inode, from, to uint32) error {
+	s := pooledExtStore(f, h, n.ino)
+	defer putExtStore(s)
+	if err := f.editor(n, in, s).Remove(from, to); err != nil {
+		return err
+	}
+	return f.addBlocks(in, s.delta)
 }
 
 // zeroRange makes [off, end) read as zeros: whole written blocks become
 // unwritten, partial edge blocks are zeroed in place.
 func (f *FS) zeroRange(n *node, off, end int64, firstFull, endFull uint64) error {
-	h, err := f.beginFor(n.ino)
+	h, err := f.beginHot(n) // fallocate holds n.mu exclusively; nothing below begins another
 	if err != nil {
 		return err
 	}
 	defer h.End()
-	in := editInode(n)
+	in := editInodeHot(n)
 	// As in punch: the conversion (which may fail) before the zeroing.
 	if firstFull < endFull {
-		s := &extStore{f: f, h: h, ino: n.ino}
+		s := pooledExtStore(f, h, n.ino)
+		defer putExtStore(s)
 		if err := f.editor(n, in, s).Convert(uint32(firstFull), uint32(endFull-firstFull), false); err != nil {
 			return err
 		}
@@ -895,8 +911,10 @@ func (f *FS) zeroRange(n *node, off, end int64, firstFull, endFull uint64) error
 		return err
 	}
 	if firstFull < endFull {
-		return f.setInode(h, n, in)
+		return f.setInodeHot(h, n, in)
 	}
+	// Only edges zeroed: the copy, never published, is nobody's.
+	n.spare = in
 	return nil
 }
 

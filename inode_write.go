@@ -195,7 +195,7 @@ func (f *FS) checkFreeable(n *node) error {
 // it would be ext4_error, a filesystem marked as having errors). n.mu is
 // held.
 func (f *FS) prepareFree(n *node, from uint64, whole bool) error {
-	in := n.in()
+	in := n.inLocked() // not marked: a truncate's copy may reuse the version it replaces
 	groups := map[uint32]bool{}
 	add := func(start, count uint64) {
 		if count == 0 || start >= f.sb.BlocksCount() {

@@ -16,12 +16,20 @@ const maxScratch = 2 << 20
 func getScratch(n int) []byte {
 	if p, ok := scratchBufs.Get().(*[]byte); ok {
 		if cap(*p) >= n {
-			return (*p)[:n]
+			b := (*p)[:n]
+			*p = nil
+			scratchBoxes.Put(p)
+			return b
 		}
 		scratchBufs.Put(p)
 	}
 	return make([]byte, n, max(n, 4096))
 }
+
+// scratchBoxes keeps the emptied boxes (*[]byte) scratchBufs holds its
+// buffers in, for putScratch's next: a box made per put was an allocation
+// per tree block of every write into a file with an extent tree block.
+var scratchBoxes sync.Pool
 
 // putScratch gives back a buffer from getScratch (or any buffer nothing
 // else refers to).
@@ -29,5 +37,10 @@ func putScratch(b []byte) {
 	if cap(b) == 0 || cap(b) > maxScratch {
 		return
 	}
-	scratchBufs.Put(&b)
+	p, _ := scratchBoxes.Get().(*[]byte)
+	if p == nil {
+		p = new([]byte)
+	}
+	*p = b
+	scratchBufs.Put(p)
 }

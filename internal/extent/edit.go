@@ -94,6 +94,8 @@ type Editor struct {
 	// release gives them back when a public method returns.
 	lent  [2 * (MaxDepth + 1)]*Node
 	nlent int
+	// visit is the view's child callback (Tree.visit).
+	visit childVisit
 
 	// The last root decodeRoot decoded and checked, by its bytes and the
 	// bounds it was checked against: most edits read the root several
@@ -177,7 +179,7 @@ func (ed *Editor) Tree() *Tree {
 		store: ed.Store, View: ed.View, Sealed: ed.Sealed, lender: ed,
 		BlockSize:      ed.BlockSize,
 		FirstDataBlock: ed.FirstDataBlock, BlocksCount: ed.BlocksCount,
-		Csum: ed.Csum, Seed: ed.Seed, Ino: ed.Ino,
+		Csum: ed.Csum, Seed: ed.Seed, Ino: ed.Ino, visit: &ed.visit,
 	}
 	if ed.Root != nil {
 		ed.tree.Root = ed.Root[:]
@@ -808,8 +810,12 @@ func (ed *Editor) Remove(from, to uint32) error {
 			return err
 		}
 		leaf := p.leaf()
-		var kept []Extent
-		var freed []run
+		// The extents kept go back into the leaf's own slice: each one
+		// read yields at most one (a hole inside one extent was split
+		// above), written at or before where it was read.
+		kept := leaf.node.Extents[:0]
+		var freedBuf [8]run
+		freed := freedBuf[:0]
 		for _, x := range leaf.node.Extents {
 			a, b := max(uint64(x.Logical), uint64(cur)), min(x.End(), uint64(to))
 			if a >= b {

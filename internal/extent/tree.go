@@ -43,6 +43,49 @@ type Tree struct {
 	// lender, in an Editor's view, lends decoded block nodes from a pool
 	// the Editor takes back when its call ends.
 	lender interface{ lendNode() *Node }
+	// visit, in an Editor's view, is child's callback for View and
+	// Sealed with its state, bound once: a closure made per call was two
+	// or three allocations per tree level of every lookup.
+	visit *childVisit
+}
+
+// childVisit is child's callback for Tree.View and Tree.Sealed and what it
+// works on, for trees that keep one (an Editor's).
+type childVisit struct {
+	t           *Tree
+	idx         Index
+	parentDepth uint16
+	end         uint64
+	n           *Node
+	decoded     bool
+	sealedFn    func(b []byte, sealed bool) (bool, error)
+	viewFn      func(b []byte) error
+	boundTo     *childVisit
+}
+
+// bind makes v's callbacks refer to v (again, if v was copied).
+func (v *childVisit) bind() {
+	if v.boundTo != v {
+		v.sealedFn, v.viewFn, v.boundTo = v.sealed, v.view, v
+	}
+}
+
+func (v *childVisit) sealed(b []byte, sealed bool) (bool, error) {
+	v.decoded = true
+	// A tail that does not verify is left for decodeChild to report,
+	// after the structural checks, as without a seal.
+	t := v.t
+	known := sealed || (len(b) >= t.BlockSize && VerifyChecksum(b[:t.BlockSize], t.Seed) == nil)
+	var err error
+	v.n, err = t.decodeChildKnown(v.idx, v.parentDepth, v.end, b, known)
+	return known, err
+}
+
+func (v *childVisit) view(b []byte) error {
+	v.decoded = true
+	var err error
+	v.n, err = v.t.decodeChild(v.idx, v.parentDepth, v.end, b)
+	return err
 }
 
 // SealedView calls fn with block blk's bytes, which fn must not keep, and
@@ -127,27 +170,20 @@ func (t *Tree) child(idx Index, parentDepth uint16, end uint64) (*Node, error) {
 	if t.BlockSize < 1024 || t.BlockSize > 65536 {
 		return nil, fmt.Errorf("extent tree of inode %d: bad block size %d", t.Ino, t.BlockSize)
 	}
-	var n *Node
-	decoded := false
+	v := t.visit
+	if v == nil {
+		v = new(childVisit)
+	}
+	v.bind()
+	v.t, v.idx, v.parentDepth, v.end, v.n, v.decoded = t, idx, parentDepth, end, nil, false
 	var err error
 	if t.Csum && t.Sealed != nil {
-		err = t.Sealed(idx.Child, t.Seed, func(b []byte, sealed bool) (bool, error) {
-			decoded = true
-			// A tail that does not verify is left for decodeChild to
-			// report, after the structural checks, as without a seal.
-			known := sealed || (len(b) >= t.BlockSize && VerifyChecksum(b[:t.BlockSize], t.Seed) == nil)
-			var err error
-			n, err = t.decodeChildKnown(idx, parentDepth, end, b, known)
-			return known, err
-		})
+		err = t.Sealed(idx.Child, t.Seed, v.sealedFn)
 	} else {
-		err = t.View(idx.Child, func(b []byte) error {
-			var err error
-			decoded = true
-			n, err = t.decodeChild(idx, parentDepth, end, b)
-			return err
-		})
+		err = t.View(idx.Child, v.viewFn)
 	}
+	n, decoded := v.n, v.decoded
+	v.t, v.n = nil, nil
 	if err != nil && !decoded {
 		return nil, fmt.Errorf("extent tree of inode %d: reading block %d: %w", t.Ino, idx.Child, err)
 	}

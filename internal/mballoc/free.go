@@ -98,7 +98,9 @@ func (a *Allocator) freeInGroup(tx Tx, gi, off, n uint32, flags FreeFlags) error
 	}
 	// An inode preallocation overlapping the range would give the freed
 	// clusters back a second time when discarded: discard it first.
-	for _, pa := range slices.Clone(g.pas) {
+	// Backwards: deletePALocked takes pa out of g.pas, behind the index.
+	for i := len(g.pas) - 1; i >= 0; i-- {
+		pa := g.pas[i]
 		if pa.kind != paInode || pa.deleted.Load() {
 			continue
 		}
