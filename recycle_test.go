@@ -126,7 +126,7 @@ func testRecycledInodeNeverSeen(t *testing.T, lazy bool) {
 			for time.Now().Before(deadline) {
 				var err error
 				switch k := rng.IntN(100); {
-				case k < 80:
+				case k < 70:
 					if off >= limit {
 						err = f.Truncate(0)
 						resize(0)
@@ -134,7 +134,7 @@ func testRecycledInodeNeverSeen(t *testing.T, lazy bool) {
 					}
 					err = f.Fallocate(0, off, step)
 					resize(off + step)
-				case k < 90:
+				case k < 80:
 					if off > 0 {
 						pos := rng.Int64N(off/4096) * 4096
 						for j := range buf {
@@ -143,10 +143,30 @@ func testRecycledInodeNeverSeen(t *testing.T, lazy bool) {
 						_, err = f.WriteAt(buf, pos)
 						copy(model[pos:], buf)
 					}
-				case k < 95:
+				case k < 85:
 					size := rng.Int64N(limit/step) * step
 					err = f.Truncate(size)
 					resize(size)
+				case k < 91: // punch or zero a range inside the file, keeping the size
+					if off > 0 {
+						pos := rng.Int64N(off)
+						n := 1 + rng.Int64N(min(off-pos, 3*4096))
+						mode := FallocPunchHole | FallocKeepSize
+						if k >= 88 {
+							mode = FallocZeroRange | FallocKeepSize
+						}
+						err = f.Fallocate(mode, pos, n)
+						clear(model[pos : pos+n])
+					}
+				case k < 95: // append
+					if off+4096 <= limit {
+						for j := range buf {
+							buf[j] = byte(rng.Uint32())
+						}
+						_, err = f.WriteAt(buf, off)
+						resize(off + 4096)
+						copy(model[off-4096:], buf)
+					}
 				default:
 					err = f.Fallocate(FallocKeepSize, limit, step)
 				}
