@@ -8,40 +8,57 @@
 # Rounds alternate between them so that other load hits all alike; the
 # figures are the median MiB/s of the rounds, with P/P1 for each, and P/P1
 # round by round.
-#   scripts/bench-appenders.sh [-r ROUNDS] [-p 1,2] [-S SIZE-EACH] [-s FS-SIZE] [-t IMAGE-DIR]
+#   scripts/bench-appenders.sh [-r ROUNDS] [-p 1,2] [-S SIZE-EACH] [-s FS-SIZE] [-t IMAGE-DIR] [-d]
 # IMAGE-DIR (default /tmp) holds the images: /dev/shm puts them on tmpfs.
+# -d puts both filesystems on loop devices over their images, made by
+# mkfs.ext4 alike, and ext4go writes to its device (--device): writes to a
+# block device take no lock of the host's on one file, which bounds the
+# image-file rounds (the ceiling is then pwrite into the device).
 # Needs root for the loop mount; the mount is always undone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=3 plist=1,2 each=256M size=2G tdir=/tmp
-while getopts r:p:S:s:t: opt; do
+rounds=3 plist=1,2 each=256M size=2G tdir=/tmp devmode=
+while getopts r:p:S:s:t:d opt; do
   case $opt in
   r) rounds=$OPTARG ;;
   p) plist=$OPTARG ;;
   S) each=$OPTARG ;;
   s) size=$OPTARG ;;
   t) tdir=$OPTARG ;;
+  d) devmode=1 ;;
   *) exit 2 ;;
   esac
 done
 work=$(mktemp -d "$tdir/ext4go-bench-appenders.XXXX")
 mnt=$work/mnt
 mkdir -p "$mnt"
-loop=
+loop= eloop=
 cleanup() {
   if mountpoint -q "$mnt"; then umount "$mnt" || umount -l "$mnt"; fi
   if [ -n "$loop" ]; then losetup -d "$loop" || true; fi
+  if [ -n "$eloop" ]; then losetup -d "$eloop" || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 go build -o "$work/ext4go" ./cmd/ext4go
-echo "# appenders, P = $plist, $each each in 64K appends with the final sync, $rounds rounds, $size images in $tdir, $(nproc) CPUs, $(uname -r)" >&2
+echo "# appenders, P = $plist, $each each in 64K appends with the final sync, $rounds rounds, $size images in $tdir${devmode:+ behind loop devices}, $(nproc) CPUs, $(uname -r)" >&2
 for r in $(seq "$rounds"); do
   for p in ${plist//,/ }; do
     # Each side starts with no writeback of the other's image going on.
     sync
-    TMPDIR=$work "$work/ext4go" bench appenders -p "$p" --size "$each" --fs-size "$size" --ceiling --json
+    if [ -n "$devmode" ]; then
+      rm -f "$work/e.img"
+      truncate -s "$size" "$work/e.img"
+      eloop=$(losetup --find --show "$work/e.img")
+      mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$eloop"
+      "$work/ext4go" bench appenders -p "$p" --size "$each" --device "$eloop" --ceiling --json
+      losetup -d "$eloop"
+      eloop=
+      rm -f "$work/e.img"
+    else
+      TMPDIR=$work "$work/ext4go" bench appenders -p "$p" --size "$each" --fs-size "$size" --ceiling --json
+    fi
     sync
     rm -f "$work/k.img"
     truncate -s "$size" "$work/k.img"

@@ -12,8 +12,8 @@ import (
 
 func init() {
 	benchKinds["appenders"] = benchKind{
-		usage:   "appenders [-p N] [--size BYTES] [--write BYTES] [--fsync-every BYTES] [--fallocate] [--fs-size BYTES] [--keep IMAGE] [--dir MOUNTPOINT] [--ceiling] [--json]",
-		summary: "N concurrent appenders, each writing its own file in fixed-size appends up to --size (optionally fsyncing every so many bytes, or fallocating each chunk before writing it), then report extents per file, block groups touched and throughput; through ext4go on a fresh image, or with -dir through system calls on a mounted one; --ceiling adds the same writes straight into one image file, the bound of any filesystem in an image file",
+		usage:   "appenders [-p N] [--size BYTES] [--write BYTES] [--fsync-every BYTES] [--fallocate] [--fs-size BYTES] [--keep IMAGE] [--device DEV] [--dir MOUNTPOINT] [--ceiling] [--json]",
+		summary: "N concurrent appenders, each writing its own file in fixed-size appends up to --size (optionally fsyncing every so many bytes, or fallocating each chunk before writing it), then report extents per file, block groups touched and throughput; through ext4go on a fresh image (or on a freshly formatted device, --device), or with -dir through system calls on a mounted one; --ceiling adds the same writes straight into one image file (or the device), the bound of any filesystem kept there",
 		run:     benchAppenders,
 	}
 }
@@ -52,6 +52,7 @@ func benchAppenders(e *env, c *command, args []string) error {
 	falloc := fl.Bool("fallocate", false, "fallocate each chunk before writing it (fallocate appends)")
 	fsSizeFlag := fl.String("fs-size", "1G", "size of the fresh image (without -dir)")
 	keep := fl.String("keep", "", "write the image here and keep it (without -dir)")
+	device := fl.String("device", "", "run through ext4go on the fresh ext4 filesystem on this block device (or image file), made by the caller, instead of on an image of ext4go's own: a loop device takes the writes without the host's lock on one file (its filesystem is changed, and with --ceiling overwritten)")
 	dirFlag := fl.String("dir", "", "run with system calls on the filesystem mounted here (its root; a fresh one) instead of through ext4go")
 	ceiling := fl.Bool("ceiling", false, "then write the same bytes with the same appenders straight into one image file of -fs-size with pwrite, and report that too: the bound of any filesystem in an image file (the host serialises writes to one file)")
 	asJSON := fl.Bool("json", false, "print the result as one JSON object")
@@ -94,13 +95,30 @@ func benchAppenders(e *env, c *command, args []string) error {
 	if *dirFlag != "" && *keep != "" {
 		return usagef("-keep keeps the image ext4go made; with -dir there is none")
 	}
+	if *device != "" && (*dirFlag != "" || *keep != "") {
+		return usagef("-device runs ext4go on the filesystem there: not with -dir or -keep")
+	}
 	if *dirFlag != "" && *ceiling {
 		return usagef("-ceiling measures an image file; with -dir there is none")
 	}
-	if *dirFlag == "" && size*uint64(*p) > fsSize/10*9 {
-		return usagef("%d appenders of %s do not fit a %s image (-fs-size)", *p, *sizeFlag, *fsSizeFlag)
+	if *device != "" {
+		if fsSize, err = deviceSize(*device); err != nil {
+			return err
+		}
 	}
-	target, cleanup, err := openBenchTarget(*dirFlag, int64(fsSize), *keep)
+	if *dirFlag == "" && size*uint64(*p) > fsSize/10*9 {
+		return usagef("%d appenders of %s do not fit a %s filesystem", *p, *sizeFlag, formatBytes(float64(fsSize)))
+	}
+	var target benchTarget
+	var cleanup func()
+	if *device != "" {
+		var t *libTarget
+		if t, err = openLibTarget(*device); err == nil {
+			target, cleanup = t, t.cleanup
+		}
+	} else {
+		target, cleanup, err = openBenchTarget(*dirFlag, int64(fsSize), *keep)
+	}
 	if err != nil {
 		return err
 	}
@@ -110,7 +128,20 @@ func benchAppenders(e *env, c *command, args []string) error {
 		return err
 	}
 	res.KeptImage = *keep
-	if *ceiling {
+	if *ceiling && *device != "" {
+		cleanup() // the filesystem is done with: its bytes are overwritten
+		f, err := os.OpenFile(*device, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		res.Ceiling, err = rawAppendersInto(f, *p, int64(fsSize), int64(size), int64(write))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	} else if *ceiling {
 		dir := os.TempDir()
 		if *keep != "" {
 			dir = filepath.Dir(*keep)
@@ -149,6 +180,12 @@ func rawAppenders(dir string, p int, fsSize, size, write int64) (*ceilingResult,
 	if err := f.Truncate(fsSize); err != nil {
 		return nil, err
 	}
+	return rawAppendersInto(f, p, fsSize, size, write)
+}
+
+// rawAppendersInto is rawAppenders into f, of fsSize bytes: an image file
+// or a device.
+func rawAppendersInto(f *os.File, p int, fsSize, size, write int64) (*ceilingResult, error) {
 	buf := benchData(int(write))
 	span := fsSize / int64(p) / write * write
 	errs := make([]error, p)

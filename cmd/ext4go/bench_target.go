@@ -7,6 +7,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -94,6 +95,30 @@ func newLibTarget(size int64, keep string) (*libTarget, error) {
 	}
 	t.fsys = fsys
 	return t, nil
+}
+
+// openLibTarget opens the filesystem the caller made on path (a block
+// device or an image file) for writing; cleanup leaves path in place.
+func openLibTarget(path string) (*libTarget, error) {
+	fsys, err := ext4go.Open(path, &ext4go.Options{Writable: true})
+	if err != nil {
+		return nil, err
+	}
+	return &libTarget{fsys: fsys, image: path}, nil
+}
+
+// deviceSize is the size in bytes of a block device or a file.
+func deviceSize(path string) (uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	n, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return 0, err
+	}
+	return uint64(n), nil
 }
 
 // cleanup closes the filesystem if finish did not, and removes a

@@ -124,6 +124,15 @@ func TestBenchAppendersLibrary(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Errorf("-ceiling left %d files beside the image", len(ents))
 	}
+	// -device runs on a filesystem mke2fs made (here in an image file;
+	// scripts/bench-appenders.sh -d gives a loop device), which it leaves
+	// e2fsck-clean and in place.
+	dev := filepath.Join(t.TempDir(), "dev.img")
+	testutil.Mke2fs(t, dev, 32<<20, "-t", "ext4")
+	var d appendersResult
+	benchJSON(t, &d, "appenders", "-p", "2", "-size", "2M", "-write", "64K", "-device", dev)
+	checkAppenders(t, &d, "ext4go", "plain", 2)
+	testutil.RequireFsckClean(t, dev)
 }
 
 // TestBenchWorkloadUsage: bad arguments are usage errors, not panics.
@@ -133,7 +142,7 @@ func TestBenchWorkloadUsage(t *testing.T) {
 		{"age", "-sync-every", "-1"}, {"age", "extra"}, {"age", "-dir", "/x", "-keep", "/y"},
 		{"appenders", "-p", "0"}, {"appenders", "-size", "0"}, {"appenders", "-write", "x"},
 		{"appenders", "-fsync-every", "1M", "-fallocate"}, {"appenders", "-p", "64", "-fs-size", "64M"},
-		{"appenders", "-dir", "/x", "-ceiling"},
+		{"appenders", "-dir", "/x", "-ceiling"}, {"appenders", "-device", "/x", "-dir", "/y"}, {"appenders", "-device", "/x", "-keep", "/y"},
 	} {
 		code, _, errs := cli("", append([]string{"bench"}, args...)...)
 		if code == 0 || !strings.Contains(errs, "usage:") {
