@@ -37,20 +37,19 @@ func SetFault(fsys *FS, fail func(kind string) bool) {
 	fsys.fault.Store(&fn)
 }
 
-// Device is the storage OpenDevice opens (a dev.Device).
-type Device = dev.Device
-
-// OpenDevice opens the filesystem on d (tests wrap a real image's device,
-// e.g. to record its writes).
-func OpenDevice(d Device, opts *Options) (*FS, error) { return newFS(d, opts, false) }
-
 // OpenDeviceForBuild is OpenForBuild on d.
 func OpenDeviceForBuild(d Device) (*FS, error) {
 	return newFS(d, &Options{Writable: true}, true)
 }
 
 // OpenImageDevice opens an image file as a Device, writable or not.
-func OpenImageDevice(path string, writable bool) (Device, error) { return dev.Open(path, writable) }
+func OpenImageDevice(path string, writable bool) (Device, error) {
+	d, err := dev.Open(path, writable)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
 
 // DirtyTimes is the number of nodes whose timestamps wait in memory
 // (Options.Lazytime).

@@ -2,6 +2,7 @@ package ext4go
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"github.com/ext4go/ext4go/internal/dir"
 	"github.com/ext4go/ext4go/internal/extent"
@@ -165,6 +166,31 @@ func openPath(path string, opts *Options, reproducible bool) (*FS, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return f, nil
+}
+
+// Device is storage that holds a filesystem, for OpenDevice: an image in
+// memory, a disk image format's layer, a wrapper that records or fails
+// writes. ReadAt and WriteAt are called from many goroutines at once, on
+// different ranges and sometimes on the same one (a file read while it is
+// written), as on an *os.File. Sync makes what was written durable; the
+// journal's commit order rests on it. Size is the device's length in bytes.
+type Device interface {
+	io.ReaderAt
+	io.WriterAt
+	Size() int64
+	Sync() error
+	Close() error
+}
+
+// OpenDevice opens the ext4 filesystem on d, for reading, or also for
+// writing with Options.Writable. Closing the FS closes d. Unlike Open it
+// cannot tell whether anyone else uses the storage (a kernel mount, another
+// program): that is the caller's to know.
+func OpenDevice(d Device, opts *Options) (*FS, error) {
+	if d == nil {
+		return nil, errors.New("ext4go: OpenDevice of a nil Device")
+	}
+	return newFS(d, opts, false)
 }
 
 // NewFS reads the ext4 filesystem held in the first size bytes of r.

@@ -8,17 +8,20 @@
 # Rounds alternate between them so that other load hits all alike; the
 # figures are the median MiB/s of the rounds, with P/P1 for each, and P/P1
 # round by round.
-#   scripts/bench-appenders.sh [-r ROUNDS] [-p 1,2] [-S SIZE-EACH] [-s FS-SIZE] [-t IMAGE-DIR] [-d]
+#   scripts/bench-appenders.sh [-r ROUNDS] [-p 1,2] [-S SIZE-EACH] [-s FS-SIZE] [-t IMAGE-DIR] [-d | -m]
 # IMAGE-DIR (default /tmp) holds the images: /dev/shm puts them on tmpfs.
 # -d puts both filesystems on loop devices over their images, made by
 # mkfs.ext4 alike, and ext4go writes to its device (--device): writes to a
 # block device take no lock of the host's on one file, which bounds the
 # image-file rounds (the ceiling is then pwrite into the device).
+# -m runs ext4go on an image in memory (--memory; the ceiling is then a
+# copy into memory) and the kernel on an image in IMAGE-DIR, /dev/shm by
+# default: ext4go without the host's storage, against the kernel's best.
 # Needs root for the loop mount; the mount is always undone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=3 plist=1,2 each=256M size=2G tdir=/tmp devmode=
-while getopts r:p:S:s:t:d opt; do
+rounds=3 plist=1,2 each=256M size=2G tdir= devmode= memmode=
+while getopts r:p:S:s:t:dm opt; do
   case $opt in
   r) rounds=$OPTARG ;;
   p) plist=$OPTARG ;;
@@ -26,9 +29,13 @@ while getopts r:p:S:s:t:d opt; do
   s) size=$OPTARG ;;
   t) tdir=$OPTARG ;;
   d) devmode=1 ;;
+  m) memmode=1 ;;
   *) exit 2 ;;
   esac
 done
+if [ -z "$tdir" ]; then
+  if [ -n "$memmode" ]; then tdir=/dev/shm; else tdir=/tmp; fi
+fi
 work=$(mktemp -d "$tdir/ext4go-bench-appenders.XXXX")
 mnt=$work/mnt
 mkdir -p "$mnt"
@@ -42,12 +49,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 go build -o "$work/ext4go" ./cmd/ext4go
-echo "# appenders, P = $plist, $each each in 64K appends with the final sync, $rounds rounds, $size images in $tdir${devmode:+ behind loop devices}, $(nproc) CPUs, $(uname -r)" >&2
+echo "# appenders, P = $plist, $each each in 64K appends with the final sync, $rounds rounds, $size images in $tdir${devmode:+ behind loop devices}${memmode:+, ext4go on an image in memory}, $(nproc) CPUs, $(uname -r)" >&2
 for r in $(seq "$rounds"); do
   for p in ${plist//,/ }; do
     # Each side starts with no writeback of the other's image going on.
     sync
-    if [ -n "$devmode" ]; then
+    if [ -n "$memmode" ]; then
+      "$work/ext4go" bench appenders -p "$p" --size "$each" --fs-size "$size" --memory --ceiling --json
+    elif [ -n "$devmode" ]; then
       rm -f "$work/e.img"
       truncate -s "$size" "$work/e.img"
       eloop=$(losetup --find --show "$work/e.img")

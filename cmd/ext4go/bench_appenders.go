@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -12,8 +13,8 @@ import (
 
 func init() {
 	benchKinds["appenders"] = benchKind{
-		usage:   "appenders [-p N] [--size BYTES] [--write BYTES] [--fsync-every BYTES] [--fallocate] [--fs-size BYTES] [--keep IMAGE] [--device DEV] [--dir MOUNTPOINT] [--ceiling] [--json]",
-		summary: "N concurrent appenders, each writing its own file in fixed-size appends up to --size (optionally fsyncing every so many bytes, or fallocating each chunk before writing it), then report extents per file, block groups touched and throughput; through ext4go on a fresh image (or on a freshly formatted device, --device), or with -dir through system calls on a mounted one; --ceiling adds the same writes straight into one image file (or the device), the bound of any filesystem kept there",
+		usage:   "appenders [-p N] [--size BYTES] [--write BYTES] [--fsync-every BYTES] [--fallocate] [--fs-size BYTES] [--keep IMAGE] [--device DEV | --memory] [--dir MOUNTPOINT] [--ceiling] [--json]",
+		summary: "N concurrent appenders, each writing its own file in fixed-size appends up to --size (optionally fsyncing every so many bytes, or fallocating each chunk before writing it), then report extents per file, block groups touched and throughput; through ext4go on a fresh image (or on a freshly formatted device, --device, or in memory, --memory), or with -dir through system calls on a mounted one; --ceiling adds the same writes straight into one image file (or the device), the bound of any filesystem kept there",
 		run:     benchAppenders,
 	}
 }
@@ -53,6 +54,7 @@ func benchAppenders(e *env, c *command, args []string) error {
 	fsSizeFlag := fl.String("fs-size", "1G", "size of the fresh image (without -dir)")
 	keep := fl.String("keep", "", "write the image here and keep it (without -dir)")
 	device := fl.String("device", "", "run through ext4go on the fresh ext4 filesystem on this block device (or image file), made by the caller, instead of on an image of ext4go's own: a loop device takes the writes without the host's lock on one file (its filesystem is changed, and with --ceiling overwritten)")
+	memory := fl.Bool("memory", false, "run through ext4go on a fresh image held in memory: what ext4go reaches without the host's storage, whose lock on one image file bounds the other modes (--ceiling then copies into memory)")
 	dirFlag := fl.String("dir", "", "run with system calls on the filesystem mounted here (its root; a fresh one) instead of through ext4go")
 	ceiling := fl.Bool("ceiling", false, "then write the same bytes with the same appenders straight into one image file of -fs-size with pwrite, and report that too: the bound of any filesystem in an image file (the host serialises writes to one file)")
 	asJSON := fl.Bool("json", false, "print the result as one JSON object")
@@ -95,6 +97,9 @@ func benchAppenders(e *env, c *command, args []string) error {
 	if *dirFlag != "" && *keep != "" {
 		return usagef("-keep keeps the image ext4go made; with -dir there is none")
 	}
+	if *memory && (*dirFlag != "" || *device != "") {
+		return usagef("-memory runs ext4go on an image in memory: not with -dir or -device")
+	}
 	if *device != "" && (*dirFlag != "" || *keep != "") {
 		return usagef("-device runs ext4go on the filesystem there: not with -dir or -keep")
 	}
@@ -111,9 +116,14 @@ func benchAppenders(e *env, c *command, args []string) error {
 	}
 	var target benchTarget
 	var cleanup func()
-	if *device != "" {
+	if *device != "" || *memory {
 		var t *libTarget
-		if t, err = openLibTarget(*device); err == nil {
+		if *memory {
+			t, err = newMemTarget(int64(fsSize), *keep)
+		} else {
+			t, err = openLibTarget(*device)
+		}
+		if err == nil {
 			target, cleanup = t, t.cleanup
 		}
 	} else {
@@ -128,13 +138,25 @@ func benchAppenders(e *env, c *command, args []string) error {
 		return err
 	}
 	res.KeptImage = *keep
-	if *ceiling && *device != "" {
+	if *ceiling && *memory {
+		cleanup() // the image's memory goes before the ceiling's comes
+		b, err := anonMemory(int64(fsSize))
+		if err != nil {
+			return err
+		}
+		mem := newMemDevice(b)
+		res.Ceiling, err = rawAppendersInto(mem, nil, *p, int64(fsSize), int64(size), int64(write))
+		mem.free()
+		if err != nil {
+			return err
+		}
+	} else if *ceiling && *device != "" {
 		cleanup() // the filesystem is done with: its bytes are overwritten
 		f, err := os.OpenFile(*device, os.O_WRONLY, 0)
 		if err != nil {
 			return err
 		}
-		res.Ceiling, err = rawAppendersInto(f, *p, int64(fsSize), int64(size), int64(write))
+		res.Ceiling, err = rawAppendersInto(f, f.Sync, *p, int64(fsSize), int64(size), int64(write))
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -160,7 +182,7 @@ func benchAppenders(e *env, c *command, args []string) error {
 	fmt.Fprintf(e.stdout, ": %.2f s, %.1f MiB/s (with the final sync)\n", res.Seconds, res.MiBPerSec)
 	printLayout(e, res.Layout, res.Free)
 	if c := res.Ceiling; c != nil {
-		fmt.Fprintf(e.stdout, "  ceiling: the same bytes by %d appenders straight into one image file: %.2f s, %.1f MiB/s (ext4go %.2fx of it)\n",
+		fmt.Fprintf(e.stdout, "  ceiling: the same bytes by %d appenders straight into the storage (image file, device or memory): %.2f s, %.1f MiB/s (ext4go %.2fx of it)\n",
 			res.P, c.Seconds, c.MiBPerSec, res.MiBPerSec/c.MiBPerSec)
 	}
 	return nil
@@ -180,12 +202,12 @@ func rawAppenders(dir string, p int, fsSize, size, write int64) (*ceilingResult,
 	if err := f.Truncate(fsSize); err != nil {
 		return nil, err
 	}
-	return rawAppendersInto(f, p, fsSize, size, write)
+	return rawAppendersInto(f, f.Sync, p, fsSize, size, write)
 }
 
-// rawAppendersInto is rawAppenders into f, of fsSize bytes: an image file
-// or a device.
-func rawAppendersInto(f *os.File, p int, fsSize, size, write int64) (*ceilingResult, error) {
+// rawAppendersInto is rawAppenders into f, of fsSize bytes (an image file,
+// a device or memory), ending with syncFn if not nil.
+func rawAppendersInto(f io.WriterAt, syncFn func() error, p int, fsSize, size, write int64) (*ceilingResult, error) {
 	buf := benchData(int(write))
 	span := fsSize / int64(p) / write * write
 	errs := make([]error, p)
@@ -206,8 +228,10 @@ func rawAppendersInto(f *os.File, p int, fsSize, size, write int64) (*ceilingRes
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if err := f.Sync(); err != nil {
-		return nil, err
+	if syncFn != nil {
+		if err := syncFn(); err != nil {
+			return nil, err
+		}
 	}
 	secs := time.Since(start).Seconds()
 	return &ceilingResult{Seconds: secs, MiBPerSec: float64(size) * float64(p) / (1 << 20) / secs}, nil

@@ -44,6 +44,12 @@ func measureFreeSpace(path string) (*freeSpace, error) {
 		return nil, err
 	}
 	defer fsys.Close()
+	return freeSpaceOf(fsys, path)
+}
+
+// freeSpaceOf is measureFreeSpace of an open filesystem, named path in
+// errors.
+func freeSpaceOf(fsys *ext4go.FS, path string) (*freeSpace, error) {
 	in := fsys.Info()
 	counter, err := freefrag.NewCounter(freefrag.Geometry{BlockSize: in.BlockSize, BlocksCount: in.BlocksCount,
 		FirstDataBlock: uint64(in.FirstDataBlock), FreeBlocks: in.FreeBlocks}, 0)

@@ -65,6 +65,9 @@ type libTarget struct {
 	// tmp is the directory holding image when the bench made it up (and
 	// removes it at cleanup); empty when the user asked to keep the image.
 	tmp string
+	// mem, if set, holds the image in memory (newMemTarget); image is
+	// then where finish writes it out, if anywhere.
+	mem *memDevice
 }
 
 // newLibTarget makes a fresh filesystem of size bytes with ext4go's mkfs
@@ -128,6 +131,10 @@ func (t *libTarget) cleanup() {
 		t.fsys.Close()
 		t.fsys = nil
 	}
+	if t.mem != nil {
+		t.mem.free()
+		t.mem = nil
+	}
 	if t.tmp != "" {
 		os.RemoveAll(t.tmp)
 	}
@@ -180,6 +187,9 @@ func (t *libTarget) finish() (*freeSpace, error) {
 	t.fsys = nil
 	if err != nil {
 		return nil, err
+	}
+	if t.mem != nil {
+		return memFreeSpace(t.mem, t.image)
 	}
 	return measureFreeSpace(t.image)
 }

@@ -133,6 +133,16 @@ func TestBenchAppendersLibrary(t *testing.T) {
 	benchJSON(t, &d, "appenders", "-p", "2", "-size", "2M", "-write", "64K", "-device", dev)
 	checkAppenders(t, &d, "ext4go", "plain", 2)
 	testutil.RequireFsckClean(t, dev)
+	// -memory runs on an image in memory, written out at the end with
+	// -keep; -ceiling then copies into memory.
+	memImg := filepath.Join(t.TempDir(), "mem.img")
+	var m appendersResult
+	benchJSON(t, &m, "appenders", "-p", "2", "-size", "2M", "-write", "4K", "-fs-size", "32M", "-memory", "-keep", memImg, "-ceiling")
+	checkAppenders(t, &m, "ext4go", "plain", 2)
+	if m.Ceiling == nil || m.Ceiling.MiBPerSec <= 0 {
+		t.Errorf("-memory -ceiling: %+v", m.Ceiling)
+	}
+	testutil.RequireFsckClean(t, memImg)
 }
 
 // TestBenchWorkloadUsage: bad arguments are usage errors, not panics.
@@ -143,6 +153,7 @@ func TestBenchWorkloadUsage(t *testing.T) {
 		{"appenders", "-p", "0"}, {"appenders", "-size", "0"}, {"appenders", "-write", "x"},
 		{"appenders", "-fsync-every", "1M", "-fallocate"}, {"appenders", "-p", "64", "-fs-size", "64M"},
 		{"appenders", "-dir", "/x", "-ceiling"}, {"appenders", "-device", "/x", "-dir", "/y"}, {"appenders", "-device", "/x", "-keep", "/y"},
+		{"appenders", "-memory", "-dir", "/x"}, {"appenders", "-memory", "-device", "/x"},
 	} {
 		code, _, errs := cli("", append([]string{"bench"}, args...)...)
 		if code == 0 || !strings.Contains(errs, "usage:") {
