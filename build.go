@@ -615,7 +615,7 @@ func (f *FS) reserveChunk(n *node, size int64, lblk, end uint64, last func(*inod
 	ed := f.editor(n, in, s)
 	req := mballoc.Request{Inode: n.ino, Logical: lblk, Len: uint32(min(end-lblk, maxAllocChunk)),
 		Flags: mballoc.FlagData, FileSize: uint64(size)}
-	ext, err := f.mapNew(h, in, s, ed, req, false, nil)
+	ext, err := f.mapNew(h, in, s, ed, req, nil, false, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -446,7 +446,7 @@ func (f *FS) writeChunk(n *node, p []byte, pos int64, openForWrite bool) (int, b
 		FileSize: in.Size, OpenForWrite: openForWrite,
 	}
 	var m int64
-	_, err = f.mapNew(h, in, s, ed, req, false, func(ext mballoc.Extent) error {
+	_, err = f.mapNew(h, in, s, ed, req, &mp, false, func(ext mballoc.Extent) error {
 		m = min(int64(len(p)), int64(lblk+uint64(ext.Len))*bs-pos)
 		return f.writeData(ext.Start, lblk, p[:m], pos, true)
 	})
@@ -462,9 +462,15 @@ func (f *FS) writeChunk(n *node, p []byte, pos int64, openForWrite bool) (int, b
 // mapNew allocates data blocks for req (a hole at req.Logical), lets fill
 // write them (before they are mapped: data=ordered), maps them as one
 // written or unwritten extent and counts them in in's i_blocks. On failure
-// the blocks are given back.
-func (f *FS) mapNew(h handle, in *inode.Inode, s *extStore, ed fileMap, req mballoc.Request, unwritten bool, fill func(mballoc.Extent) error) (mballoc.Extent, error) {
-	f.setNeighbours(ed, &req)
+// the blocks are given back. hole, if not nil, is ed's Lookup of the hole:
+// the neighbours it found are the allocation's goal, without another walk
+// of the tree.
+func (f *FS) mapNew(h handle, in *inode.Inode, s *extStore, ed fileMap, req mballoc.Request, hole *extent.Mapping, unwritten bool, fill func(mballoc.Extent) error) (mballoc.Extent, error) {
+	if hole != nil && hole.NearKnown {
+		neighboursFrom(hole, &req)
+	} else {
+		f.setNeighbours(ed, &req)
+	}
 	if bm, ok := ed.(blockMap); ok {
 		if err := f.placeIndirect(s, bm, &req); err != nil {
 			return mballoc.Extent{}, err
@@ -540,6 +546,18 @@ func (f *FS) dropNodes(s *extStore) {
 }
 
 // setNeighbours fills req's neighbour hints from the extent tree.
+// neighboursFrom sets req's neighbours from a lookup that found them.
+func neighboursFrom(m *extent.Mapping, req *mballoc.Request) {
+	if m.HasLeft {
+		req.LeftLogical = uint64(m.Left.Logical) + uint64(m.Left.Len) - 1
+		req.LeftPhysical = m.Left.Start + uint64(m.Left.Len) - 1
+	}
+	if m.HasRight {
+		req.RightLogical = uint64(m.Right.Logical)
+		req.RightPhysical = m.Right.Start
+	}
+}
+
 func (f *FS) setNeighbours(ed fileMap, req *mballoc.Request) {
 	left, right, err := ed.Neighbours(uint32(req.Logical))
 	if err != nil {
@@ -830,7 +848,7 @@ func (f *FS) fallocChunk(n *node, lblk, last uint64, finish func(*inode.Inode)) 
 	}
 	req := mballoc.Request{Inode: n.ino, Logical: lblk, Len: uint32(min(want, extent.UnwrittenMaxLen)), Flags: flags,
 		FileSize: in.Size, OpenForWrite: true}
-	ext, err := f.mapNew(h, in, s, ed, req, true, nil)
+	ext, err := f.mapNew(h, in, s, ed, req, &mp, true, nil)
 	if err != nil {
 		return 0, false, err
 	}

@@ -706,7 +706,7 @@ func (f *FS) newEAInode(h handle, owner *node, value []byte) (*node, error) {
 	for lblk := uint64(0); lblk < nblocks; {
 		req := mballoc.Request{Inode: ea.ino, Logical: lblk, Len: uint32(nblocks - lblk), Flags: mballoc.FlagData | mballoc.FlagNoPrealloc,
 			FileSize: uint64(len(value))}
-		ext, err := f.mapNew(h, in, s, ed, req, false, func(ext mballoc.Extent) error {
+		ext, err := f.mapNew(h, in, s, ed, req, nil, false, func(ext mballoc.Extent) error {
 			from := int64(lblk) * bs
 			to := min(int64(len(value)), from+int64(ext.Len)*bs)
 			return f.writeData(ext.Start, lblk, value[from:to], from, true)

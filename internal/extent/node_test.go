@@ -310,11 +310,35 @@ func checkLookup(t *testing.T, tr *Tree, exts []Extent, l uint32) {
 		}
 	}
 	got, err := tr.Lookup(l)
-	if err != nil || got != want {
+	core := got
+	core.NearKnown, core.HasLeft, core.HasRight, core.Left, core.Right = false, false, false, Extent{}, Extent{}
+	if err != nil || core != want {
 		t.Errorf("Lookup(%d) = %+v, %v; want %+v", l, got, err, want)
 	}
 	if got.Hole() != (want.Physical == 0) {
 		t.Errorf("Lookup(%d): Hole() wrong", l)
+	}
+	if !got.NearKnown {
+		return
+	}
+	if !got.Hole() {
+		t.Errorf("Lookup(%d): neighbours reported for a mapped block", l)
+		return
+	}
+	// The neighbours a hole's lookup reports, by a scan.
+	var left, right *Extent
+	for i := range exts {
+		if exts[i].End() <= uint64(l) {
+			left = &exts[i]
+		} else if exts[i].Logical > l && right == nil {
+			right = &exts[i]
+		}
+	}
+	if got.HasLeft != (left != nil) || left != nil && got.Left != *left {
+		t.Errorf("Lookup(%d): left %v %+v, by a scan %+v", l, got.HasLeft, got.Left, left)
+	}
+	if got.HasRight != (right != nil) || right != nil && got.Right != *right {
+		t.Errorf("Lookup(%d): right %v %+v, by a scan %+v", l, got.HasRight, got.Right, right)
 	}
 }
 

@@ -112,6 +112,16 @@ type Mapping struct {
 	Physical  uint64 // physical block of Logical; 0 in a hole
 	Unwritten bool   // in an unwritten extent: reads as zeros
 	Extent    Extent // the whole extent; zero in a hole
+
+	// For a hole, NearKnown says that the extents either side of it were
+	// found in the leaf the lookup read: Left (if HasLeft) ends before
+	// Logical, Right (if HasRight) starts after it, and a side without
+	// one has none in the whole tree. When a neighbour may lie in another
+	// leaf it is false: Editor.Neighbours looks there. A write into a hole
+	// takes its allocation goal from them without a second walk.
+	NearKnown         bool
+	HasLeft, HasRight bool
+	Left, Right       Extent
 }
 
 // Hole reports whether Logical is not mapped.
@@ -383,12 +393,14 @@ func (t *Tree) Lookup(lblk uint32) (Mapping, error) {
 // lookupFrom is Lookup below a root already decoded and checked.
 func (t *Tree) lookupFrom(n *Node, lblk uint32) (Mapping, error) {
 	hi := uint64(1 << 32)
+	leftmost := true // the path took every node's first index
 	for !n.Leaf() {
 		// The last index starting at or before lblk.
 		i := sort.Search(len(n.Indexes), func(i int) bool { return n.Indexes[i].Logical > lblk }) - 1
 		if i < 0 { // before the first index: only possible in the root
 			return hole(lblk, uint64(n.Indexes[0].Logical)), nil
 		}
+		leftmost = leftmost && i == 0
 		end := childEnd(n, i, hi)
 		c, err := t.child(n.Indexes[i], n.Depth, end)
 		if err != nil {
@@ -402,10 +414,18 @@ func (t *Tree) lookupFrom(n *Node, lblk uint32) (Mapping, error) {
 		off := uint64(lblk - e.Logical)
 		return Mapping{Logical: lblk, Len: uint64(e.Len) - off, Physical: e.Start + off, Unwritten: e.Unwritten, Extent: e}, nil
 	}
+	m := hole(lblk, hi)
 	if i+1 < len(n.Extents) {
-		hi = uint64(n.Extents[i+1].Logical)
+		m = hole(lblk, uint64(n.Extents[i+1].Logical))
+		m.HasRight, m.Right = true, n.Extents[i+1]
 	}
-	return hole(lblk, hi), nil
+	if i >= 0 {
+		m.HasLeft, m.Left = true, n.Extents[i]
+	}
+	// A side with no extent in this leaf has none at all only if the leaf
+	// is the tree's first (left) or last (right: it reaches block 2^32).
+	m.NearKnown = (m.HasLeft || leftmost) && (m.HasRight || hi == 1<<32)
+	return m, nil
 }
 
 func hole(lblk uint32, next uint64) Mapping {
