@@ -545,8 +545,7 @@ func (f *FS) dropNodes(s *extStore) {
 	s.nodes = nil
 }
 
-// setNeighbours fills req's neighbour hints from the extent tree.
-// neighboursFrom sets req's neighbours from a lookup that found them.
+// neighboursFrom sets req's neighbour hints from a lookup that found them.
 func neighboursFrom(m *extent.Mapping, req *mballoc.Request) {
 	if m.HasLeft {
 		req.LeftLogical = uint64(m.Left.Logical) + uint64(m.Left.Len) - 1
@@ -558,6 +557,7 @@ func neighboursFrom(m *extent.Mapping, req *mballoc.Request) {
 	}
 }
 
+// setNeighbours fills req's neighbour hints from the extent tree.
 func (f *FS) setNeighbours(ed fileMap, req *mballoc.Request) {
 	left, right, err := ed.Neighbours(uint32(req.Logical))
 	if err != nil {
@@ -712,14 +712,10 @@ func (f *FS) truncate(n *node, size int64) error {
 // to the end, in h, and takes them off in's block count. n.mu must be
 // held exclusively, and prepareFree called for first.
 func (f *FS) removeBlocksFrom(h handle, n *node, in *inode.Inode, first uint64) error {
-	s := pooledExtStore(f, h, n.ino)
-	defer putExtStore(s)
-	if first < extent.MaxLogical {
-		if err := f.editor(n, in, s).Remove(uint32(first), extent.MaxLogical); err != nil {
-			return err
-		}
+	if first >= extent.MaxLogical {
+		return nil
 	}
-	return f.addBlocks(in, s.delta)
+	return f.removeBlocks(h, n, in, uint32(first), extent.MaxLogical)
 }
 
 // Fallocate modes (Linux FALLOC_FL_*).
