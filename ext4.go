@@ -170,17 +170,11 @@ func openPath(path string, opts *Options, reproducible bool) (*FS, error) {
 
 // Device is storage that holds a filesystem, for OpenDevice: an image in
 // memory, a disk image format's layer, a wrapper that records or fails
-// writes. ReadAt and WriteAt are called from many goroutines at once, on
-// different ranges and sometimes on the same one (a file read while it is
-// written), as on an *os.File. Sync makes what was written durable; the
-// journal's commit order rests on it. Size is the device's length in bytes.
-type Device interface {
-	io.ReaderAt
-	io.WriterAt
-	Size() int64
-	Sync() error
-	Close() error
-}
+// writes. It is io.ReaderAt and io.WriterAt, safe for use by many
+// goroutines at once (also on overlapping ranges, as an *os.File), with
+// Size (bytes), Sync (makes what was written durable: the journal's commit
+// order rests on it) and Close.
+type Device = dev.Device
 
 // OpenDevice opens the ext4 filesystem on d, for reading, or also for
 // writing with Options.Writable. Closing the FS closes d. Unlike Open it

@@ -20,7 +20,13 @@ import (
 // ErrBusy reports that another program holds the image open for writing.
 var ErrBusy = errors.New("image is in use by another writer")
 
-// Device is an opened image file or block device.
+// Device is storage that holds a filesystem: an opened image file or
+// block device (File), or the caller's own (ext4go.OpenDevice: an image in
+// memory, a disk image format's layer, a wrapper that records or fails
+// writes). ReadAt and WriteAt are called from many goroutines at once, on
+// different ranges and sometimes on the same one (a file read while it is
+// written), as on an *os.File. Sync makes what was written durable; the
+// journal's commit order rests on it. Size is the length in bytes.
 type Device interface {
 	io.ReaderAt
 	io.WriterAt
