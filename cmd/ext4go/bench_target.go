@@ -101,8 +101,25 @@ func newLibTarget(size int64, keep string) (*libTarget, error) {
 }
 
 // openLibTarget opens the filesystem the caller made on path (a block
-// device or an image file) for writing; cleanup leaves path in place.
+// device or an image file) for writing; cleanup leaves path in place. The
+// bench writes files there (and --ceiling then overwrites the device), so
+// it takes only a fresh filesystem: nothing in its root but lost+found.
+// Anything else is refused before a byte is written.
 func openLibTarget(path string) (*libTarget, error) {
+	ro, err := ext4go.Open(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	ents, err := ro.ReadDir(".")
+	ro.Close()
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		if e.Name() != "lost+found" {
+			return nil, fmt.Errorf("%s: not a fresh filesystem (its root holds %q): the bench writes there and would change it", path, e.Name())
+		}
+	}
 	fsys, err := ext4go.Open(path, &ext4go.Options{Writable: true})
 	if err != nil {
 		return nil, err

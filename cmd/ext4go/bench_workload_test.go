@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -133,6 +134,18 @@ func TestBenchAppendersLibrary(t *testing.T) {
 	benchJSON(t, &d, "appenders", "-p", "2", "-size", "2M", "-write", "64K", "-device", dev)
 	checkAppenders(t, &d, "ext4go", "plain", 2)
 	testutil.RequireFsckClean(t, dev)
+	// A filesystem with files in it is refused, and left as it was.
+	before, err := os.ReadFile(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := cli("", "bench", "appenders", "-p", "1", "-size", "1M", "-device", dev, "-ceiling")
+	if code == 0 || !strings.Contains(errs, "not a fresh filesystem") {
+		t.Errorf("-device of a used filesystem: exit %d\n%s", code, errs)
+	}
+	if after, _ := os.ReadFile(dev); !bytes.Equal(before, after) {
+		t.Error("-device of a used filesystem changed it")
+	}
 	// -memory runs on an image in memory, written out at the end with
 	// -keep; -ceiling then copies into memory.
 	memImg := filepath.Join(t.TempDir(), "mem.img")
