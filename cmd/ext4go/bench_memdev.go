@@ -143,6 +143,7 @@ func newMemTarget(size int64, keep string) (*libTarget, error) {
 	mem := newMemDevice(b)
 	fsys, err := ext4go.OpenDevice(mem, &ext4go.Options{Writable: true})
 	if err != nil {
+		mem.free()
 		return nil, err
 	}
 	return &libTarget{fsys: fsys, mem: mem, image: keep}, nil
