@@ -37,6 +37,16 @@ func SetFault(fsys *FS, fail func(kind string) bool) {
 	fsys.fault.Store(&fn)
 }
 
+// InodeStat is the Stat of inode ino as fsys has it, named or not (an
+// orphan's, in a read-only view of an image).
+func InodeStat(fsys *FS, ino uint32) (*Stat, error) {
+	n, err := fsys.inode(ino)
+	if err != nil {
+		return nil, err
+	}
+	return n.stat(fsys), nil
+}
+
 // OpenDeviceForBuild is OpenForBuild on d.
 func OpenDeviceForBuild(d Device) (*FS, error) {
 	return newFS(d, &Options{Writable: true}, true)

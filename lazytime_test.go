@@ -79,6 +79,25 @@ func diskStat(t *testing.T, image, name string) *ext4go.Stat {
 	return st.Sys().(*ext4go.Stat)
 }
 
+// diskInodeStat is diskStat of inode ino, named or not.
+func diskInodeStat(t *testing.T, image string, ino uint32) *ext4go.Stat {
+	t.Helper()
+	b, err := os.ReadFile(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := ext4go.NewFS(bytes.NewReader(b), int64(len(b)), nil)
+	if err != nil {
+		t.Fatalf("read-only view of %s: %v", image, err)
+	}
+	defer fsys.Close()
+	st, err := ext4go.InodeStat(fsys, ino)
+	if err != nil {
+		t.Fatalf("inode %d of %s: %v", ino, image, err)
+	}
+	return st
+}
+
 func sameTimes(a, b *ext4go.Stat) bool {
 	return a.Atime.Equal(b.Atime) && a.Mtime.Equal(b.Mtime) && a.Ctime.Equal(b.Ctime)
 }
@@ -970,6 +989,7 @@ func TestLazytimeOrphanNeighbour(t *testing.T) {
 	staleBefore := ext4go.StaleWrites()
 	a, b, _ := neighbourFiles(t, fsys)
 	fa := openFileRW(t, fsys, a)
+	ino := memStat(t, fsys, a).Ino
 	if err := fsys.Remove(a); err != nil {
 		t.Fatal(err)
 	}
@@ -981,12 +1001,26 @@ func TestLazytimeOrphanNeighbour(t *testing.T) {
 	if got := ext4go.DirtyTimes(fsys); got != 1 {
 		t.Fatalf("%d dirty, want 1 (the orphan)", got)
 	}
+	fi, err := fa.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := fi.Sys().(*ext4go.Stat)
+	if d := diskInodeStat(t, image, ino); sameTimes(d, mem) {
+		t.Fatalf("the orphan's new times are on the disk before any write: %s", fmtTimes(d))
+	}
 	fb := openFileRW(t, fsys, b)
 	if err := fb.Truncate(70 << 10); err != nil {
 		t.Fatal(err)
 	}
 	if got := ext4go.DirtyTimes(fsys); got != 0 {
 		t.Errorf("%d dirty after the neighbour's write, want 0: the orphan's times did not go with it", got)
+	}
+	if err := ext4go.Commit(fsys); err != nil {
+		t.Fatal(err)
+	}
+	if d := diskInodeStat(t, image, ino); !sameTimes(d, mem) {
+		t.Errorf("the orphan on the disk: %s; in memory %s", fmtTimes(d), fmtTimes(mem))
 	}
 	if n := ext4go.StaleWrites() - staleBefore; n != 0 {
 		t.Errorf("%d stale writes counted for an orphan neighbour", n)
