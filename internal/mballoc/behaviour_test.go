@@ -287,12 +287,15 @@ func TestTunables(t *testing.T) {
 }
 
 // A truncate of an open file gives its preallocation back but keeps the
-// file's state: it still counts as a stream, and the next allocation and
-// the discard itself allocate nothing (fallocate2 truncates every 128
-// steps).
+// file's state: it still counts as a stream, so its next allocation need
+// not make the state again, and the discard itself allocates nothing
+// (fallocate2 truncates every 128 steps).
 func TestDiscardInodePreallocOpen(t *testing.T) {
 	gm := GeometryFor(1<<30, 4096)
-	s, _ := NewMemStore(gm, MemStoreOptions{})
+	s, err := NewMemStore(gm, MemStoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	a, err := New(gm, s, Config{CPUs: 2})
 	if err != nil {
 		t.Fatal(err)
