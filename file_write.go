@@ -547,14 +547,14 @@ func (f *FS) dropNodes(s *extStore) {
 
 // neighboursFrom sets req's neighbour hints from a lookup that found them.
 func neighboursFrom(m *extent.Mapping, req *mballoc.Request) {
+	var left, right *extent.Extent
 	if m.HasLeft {
-		req.LeftLogical = uint64(m.Left.Logical) + uint64(m.Left.Len) - 1
-		req.LeftPhysical = m.Left.Start + uint64(m.Left.Len) - 1
+		left = &m.Left
 	}
 	if m.HasRight {
-		req.RightLogical = uint64(m.Right.Logical)
-		req.RightPhysical = m.Right.Start
+		right = &m.Right
 	}
+	setHints(req, left, right)
 }
 
 // setNeighbours fills req's neighbour hints from the extent tree.
@@ -563,6 +563,12 @@ func (f *FS) setNeighbours(ed fileMap, req *mballoc.Request) {
 	if err != nil {
 		return
 	}
+	setHints(req, left, right)
+}
+
+// setHints makes left's last block and right's first (either may be nil)
+// req's allocation goals.
+func setHints(req *mballoc.Request, left, right *extent.Extent) {
 	if left != nil {
 		req.LeftLogical = uint64(left.Logical) + uint64(left.Len) - 1
 		req.LeftPhysical = left.Start + uint64(left.Len) - 1
