@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Appenders side by side (issue 13): P appenders, each writing its own file
-# in 64 KiB appends, with the final sync, through ext4go on a fresh image,
+# in 64 KiB appends (-w: another size), with the final sync, through ext4go on a fresh image,
 # through the kernel's journalled ext4 on a fresh loop mount of an image of
 # the same size, and straight into one image file with pwrite (the
 # "ceiling": the bound of any filesystem kept in an image file, since the
@@ -8,7 +8,7 @@
 # Rounds alternate between them so that other load hits all alike; the
 # figures are the median MiB/s of the rounds, with P/P1 for each, and P/P1
 # round by round.
-#   scripts/bench-appenders.sh [-r ROUNDS] [-p 1,2] [-S SIZE-EACH] [-s FS-SIZE] [-t IMAGE-DIR] [-d | -m]
+#   scripts/bench-appenders.sh [-r ROUNDS] [-p 1,2] [-S SIZE-EACH] [-s FS-SIZE] [-w WRITE] [-t IMAGE-DIR] [-d | -m]
 # IMAGE-DIR (default /tmp) holds the images: /dev/shm puts them on tmpfs.
 # -d puts both filesystems on loop devices over their images, made by
 # mkfs.ext4 alike, and ext4go writes to its device (--device): writes to a
@@ -20,13 +20,14 @@
 # Needs root for the loop mount; the mount is always undone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=3 plist=1,2 each=256M size=2G tdir= devmode= memmode=
-while getopts r:p:S:s:t:dm opt; do
+rounds=3 plist=1,2 each=256M size=2G write=64K tdir= devmode= memmode=
+while getopts r:p:S:s:w:t:dm opt; do
   case $opt in
   r) rounds=$OPTARG ;;
   p) plist=$OPTARG ;;
   S) each=$OPTARG ;;
   s) size=$OPTARG ;;
+  w) write=$OPTARG ;;
   t) tdir=$OPTARG ;;
   d) devmode=1 ;;
   m) memmode=1 ;;
@@ -49,24 +50,24 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 go build -o "$work/ext4go" ./cmd/ext4go
-echo "# appenders, P = $plist, $each each in 64K appends with the final sync, $rounds rounds, $size images in $tdir${devmode:+ behind loop devices}${memmode:+, ext4go on an image in memory}, $(nproc) CPUs, $(uname -r)" >&2
+echo "# appenders, P = $plist, $each each in $write appends with the final sync, $rounds rounds, $size images in $tdir${devmode:+ behind loop devices}${memmode:+, ext4go on an image in memory}, $(nproc) CPUs, $(uname -r)" >&2
 for r in $(seq "$rounds"); do
   for p in ${plist//,/ }; do
     # Each side starts with no writeback of the other's image going on.
     sync
     if [ -n "$memmode" ]; then
-      "$work/ext4go" bench appenders -p "$p" --size "$each" --fs-size "$size" --memory --ceiling --json
+      "$work/ext4go" bench appenders -p "$p" --size "$each" --write "$write" --fs-size "$size" --memory --ceiling --json
     elif [ -n "$devmode" ]; then
       rm -f "$work/e.img"
       truncate -s "$size" "$work/e.img"
       eloop=$(losetup --find --show "$work/e.img")
       mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$eloop"
-      "$work/ext4go" bench appenders -p "$p" --size "$each" --device "$eloop" --ceiling --json
+      "$work/ext4go" bench appenders -p "$p" --size "$each" --write "$write" --device "$eloop" --ceiling --json
       losetup -d "$eloop"
       eloop=
       rm -f "$work/e.img"
     else
-      TMPDIR=$work "$work/ext4go" bench appenders -p "$p" --size "$each" --fs-size "$size" --ceiling --json
+      TMPDIR=$work "$work/ext4go" bench appenders -p "$p" --size "$each" --write "$write" --fs-size "$size" --ceiling --json
     fi
     sync
     rm -f "$work/k.img"
@@ -74,7 +75,7 @@ for r in $(seq "$rounds"); do
     mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$work/k.img"
     loop=$(losetup --find --show "$work/k.img")
     mount -t ext4 "$loop" "$mnt"
-    "$work/ext4go" bench appenders -p "$p" --size "$each" --dir "$mnt" --json
+    "$work/ext4go" bench appenders -p "$p" --size "$each" --write "$write" --dir "$mnt" --json
     umount "$mnt"
     losetup -d "$loop"
     loop=
