@@ -121,12 +121,22 @@ func (s *extStore) WriteNode(pblk uint64, b []byte) error {
 		copy(dst, b)
 		return nil
 	}
-	// The extent editor writes each block with its tail checksum: the
-	// cache may take it as verified.
+	// The extent editor writes each block with its content checked: the
+	// cache may take it as verified. Its tail checksum the editor leaves
+	// to the cache (DeferSum), which computes it once, when the commit
+	// freezes the block, unless an undo log must copy the block now.
+	// (A block-map editor over this store writes indirect blocks, which
+	// have no tail: s.ext is then not its editor.)
 	sealed := s.ext.Csum && s.ext.Store == extent.Store(s)
+	deferred := sealed && (s.fresh[pblk] || s.undo == nil)
+	if sealed && s.ext.DeferSum && !deferred {
+		if err := extent.SetChecksum(b, s.ext.Seed); err != nil {
+			return err
+		}
+	}
 	switch {
 	case s.fresh[pblk] && sealed:
-		return s.h.CreateSealed(pblk, s.ext.Seed, write)
+		return s.h.CreateDeferred(pblk, s.ext.Seed, extent.SetChecksum, write)
 	case s.fresh[pblk]:
 		// Allocated by this change: nothing on disk to read (or fail to).
 		return s.h.Create(pblk, write)
@@ -134,7 +144,7 @@ func (s *extStore) WriteNode(pblk uint64, b []byte) error {
 		s.undo.touched(s.n)
 		return s.undo.modify(pblk, write)
 	case sealed:
-		return s.h.ModifySealed(pblk, s.ext.Seed, write)
+		return s.h.ModifyDeferred(pblk, s.ext.Seed, extent.SetChecksum, write)
 	}
 	return s.h.Modify(pblk, write)
 }
@@ -281,6 +291,7 @@ func (f *FS) editor(n *node, in *inode.Inode, s *extStore) fileMap {
 	e := &s.ext
 	e.Root, e.Store, e.BlockSize = &in.Block, s, int(f.blockSize)
 	e.Csum, e.Seed, e.Ino = f.csum, inode.Seed(f.seed, n.ino, in.Generation), n.ino
+	e.DeferSum = f.csum // extStore.WriteNode computes the tails
 	e.FirstDataBlock, e.BlocksCount = uint64(f.sb.FirstDataBlock), f.sb.BlocksCount()
 	e.View, e.Sealed = f.viewExtentBlock, f.viewSealedExtentBlock
 	return extentMap{e}

@@ -65,9 +65,14 @@ type Editor struct {
 	Store     Store
 	BlockSize int // filesystem block size, 1024..65536
 
-	Csum bool   // write (and verify) tail checksums: metadata_csum
-	Seed uint32 // the inode's checksum seed, inode.Seed(fsSeed, ino, generation)
-	Ino  uint32 // inode number, for error reports
+	Csum bool // write (and verify) tail checksums: metadata_csum
+	// DeferSum leaves the tail checksum of the blocks it writes to the
+	// Store, which promises to compute it (SetChecksum) before anything
+	// reads the tail: a block changed by every append of a transaction is
+	// then summed once per transaction rather than once per change.
+	DeferSum bool
+	Seed     uint32 // the inode's checksum seed, inode.Seed(fsSeed, ino, generation)
+	Ino      uint32 // inode number, for error reports
 
 	// Bounds of physical block numbers, as in Tree.
 	FirstDataBlock, BlocksCount uint64
@@ -416,7 +421,7 @@ func (ed *Editor) write(l *level) error {
 		return err
 	}
 	clear(b[HeaderSize+EntrySize*n.Len() : HeaderSize+EntrySize*int(n.Max)])
-	if ed.Csum {
+	if ed.Csum && !ed.DeferSum {
 		if err := SetChecksum(b, ed.Seed); err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"fmt"
 	"github.com/ext4go/ext4go/internal/lockstat"
 	"github.com/ext4go/ext4go/internal/pad"
 	"github.com/ext4go/ext4go/internal/shard"
@@ -23,6 +24,16 @@ type Buffer struct {
 	// buffer read from the device starts unsealed.
 	sealed atomic.Uint64
 
+	// sum, when set, is a checksum a writer left for later (ModifyDeferred):
+	// the content is right but its checksum field is stale. It is settled
+	// under mu's write lock before anyone may read that field (a View, a
+	// ViewSealed under another seal, a Modify that does not defer, and the
+	// commit that freezes the block), so that a block changed many times
+	// in one transaction is summed once, at its freeze (kernel: jbd2's
+	// t_frozen trigger, which ext4 uses to checksum orphan-file blocks).
+	sum     SumFunc
+	sumSeed uint32
+
 	// pins counts users between cache.get and unpin. It is raised under
 	// the shard lock, so a buffer found unpinned there cannot be handed
 	// out while it is being evicted.
@@ -30,6 +41,26 @@ type Buffer struct {
 }
 
 func (b *Buffer) unpin() { b.pins.Add(-1) }
+
+// SumFunc computes and stores the checksum of block b under seed; it
+// fails only for content it cannot checksum (a malformed header).
+type SumFunc func(b []byte, seed uint32) error
+
+// settleSum computes a deferred checksum. b.mu must be held for writing.
+// A failure unseals the block, so that a reader verifies it and sees the
+// damage, rather than trusting a seal over a stale checksum.
+func (b *Buffer) settleSum() error {
+	if b.sum == nil {
+		return nil
+	}
+	err := b.sum(b.data, b.sumSeed)
+	b.sum = nil
+	if err != nil {
+		b.sealed.Store(0)
+		return fmt.Errorf("txn: checksum of a changed block: %w", err)
+	}
+	return nil
+}
 
 // evictable reports whether b can leave the cache: its content is on disk.
 // b.mu must be held.

@@ -486,6 +486,21 @@ func (h *Handle) CreateSealed(nr uint64, seed uint32, fn func(b []byte) error) e
 	return h.modify(nr, true, sealOf(seed), nil, fn)
 }
 
+// ModifyDeferred is ModifySealed for a writer that leaves the block's
+// checksum to sum: the block is sealed with seed at once, and sum runs
+// under the buffer's lock once, before the checksum field can be read
+// (see Buffer.sum), normally when the commit freezes the block. sum must
+// not take locks; a function value that needs no closure keeps the call
+// free of allocations.
+func (h *Handle) ModifyDeferred(nr uint64, seed uint32, sum SumFunc, fn func(b []byte) error) error {
+	return h.modifySum(nr, false, sealOf(seed), nil, sum, seed, fn)
+}
+
+// CreateDeferred is Create with ModifyDeferred's promise.
+func (h *Handle) CreateDeferred(nr uint64, seed uint32, sum SumFunc, fn func(b []byte) error) error {
+	return h.modifySum(nr, true, sealOf(seed), nil, sum, seed, fn)
+}
+
 func sealOf(seed uint32) uint64 { return 1<<32 | uint64(seed) }
 
 // ModifyOrZero is Modify for a block whose content matters only if zero
@@ -500,6 +515,12 @@ func (h *Handle) ModifyOrZero(nr uint64, zero func() bool, fn func(b []byte) err
 }
 
 func (h *Handle) modify(nr uint64, fresh bool, seal uint64, zero func() bool, fn func(b []byte) error) error {
+	return h.modifySum(nr, fresh, seal, zero, nil, 0, fn)
+}
+
+// modifySum is modify for a writer that may defer the block's checksum to
+// sum (under seed).
+func (h *Handle) modifySum(nr uint64, fresh bool, seal uint64, zero func() bool, sum SumFunc, seed uint32, fn func(b []byte) error) error {
 	if h.ended {
 		return errors.New("txn: handle already ended")
 	}
@@ -516,10 +537,23 @@ func (h *Handle) modify(nr uint64, fresh bool, seal uint64, zero func() bool, fn
 	if fresh {
 		clear(b.data)
 		b.valid = true
+		b.sum = nil
+	} else if b.sum != nil && (sum == nil || b.sumSeed != seed) {
+		// fn may read the checksum field, or leaves it under
+		// another seed: the pending one first.
+		if err := b.settleSum(); err != nil {
+			b.mu.Unlock()
+			return err
+		}
 	}
 	err = fn(b.data)
 	if err != nil {
 		seal = 0
+	}
+	if sum != nil {
+		// Even after a failed fn: the block is what it is now, and
+		// a commit must not freeze it with a checksum of before.
+		b.sum, b.sumSeed = sum, seed
 	}
 	b.sealed.Store(seal)
 	if b.tx != h.t {
@@ -651,8 +685,12 @@ func (m *Manager) ViewSealed(nr uint64, seed uint32, fn func(b []byte, sealed bo
 	if err != nil {
 		return err
 	}
-	defer b.readUnlock()
 	seal := sealOf(seed)
+	if err := b.settleUnless(seal); err != nil {
+		b.readUnlock()
+		return err
+	}
+	defer b.readUnlock()
 	sealed := b.sealed.Load() == seal
 	ok, err := fn(b.data, sealed)
 	if ok && !sealed && err == nil {
@@ -670,8 +708,29 @@ func (m *Manager) View(nr uint64, fn func(b []byte) error) error {
 	if err != nil {
 		return err
 	}
+	if err := b.settleUnless(0); err != nil {
+		b.readUnlock()
+		return err
+	}
 	defer b.readUnlock()
 	return fn(b.data)
+}
+
+// settleUnless settles a deferred checksum of b, read-locked, unless b is
+// sealed with seal (a reader under that seal trusts the content and does
+// not look at the checksum field). It returns with b read-locked.
+func (b *Buffer) settleUnless(seal uint64) error {
+	for b.sum != nil && (seal == 0 || b.sealed.Load() != seal) {
+		b.mu.RUnlock()
+		b.mu.Lock()
+		err := b.settleSum()
+		b.mu.Unlock()
+		b.mu.RLock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readLocked returns block nr's buffer, valid, pinned and read-locked; the
@@ -788,6 +847,7 @@ func (m *Manager) commitLocked() error {
 	}
 	// No handle can change t's blocks now: freeze them.
 	n := t.ndirty.Load()
+	var sumErr error // a deferred checksum that could not be computed
 	blocks := make([]Block, 0, n)
 	frozen := make([]*Buffer, 0, n)
 	for i := range t.dirty {
@@ -795,6 +855,9 @@ func (m *Manager) commitLocked() error {
 		s.mu.Lock()
 		for nr, b := range s.m {
 			b.mu.Lock()
+			if err := b.settleSum(); err != nil && sumErr == nil {
+				sumErr = fmt.Errorf("block %d: %w", nr, err)
+			}
 			blocks = append(blocks, Block{Nr: nr, Data: append([]byte(nil), b.data...)})
 			b.tx = nil
 			b.inflight++
@@ -803,6 +866,22 @@ func (m *Manager) commitLocked() error {
 		}
 		s.m = nil
 		s.mu.Unlock()
+	}
+	if sumErr != nil {
+		// A block the transaction changed cannot be summed (its writer
+		// left a malformed header): logging it would put a block with
+		// a wrong checksum on disk. Nothing more may commit.
+		for _, b := range frozen {
+			b.mu.Lock()
+			b.inflight--
+			b.mu.Unlock()
+		}
+		aborted := fmt.Errorf("%w: %v", ErrAborted, sumErr)
+		m.err.CompareAndSwap(nil, &aborted)
+		t.locked.Store(false)
+		m.cond.Broadcast()
+		m.mu.Unlock()
+		return sumErr
 	}
 	sortBlocks(blocks)
 	committer := m.committerNow()
