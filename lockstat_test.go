@@ -3,6 +3,7 @@
 package ext4go_test
 
 import (
+	"io"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -70,7 +71,21 @@ func TestLockstatFallocate2(t *testing.T) {
 	before := lockstat.Snapshot()
 	run(opsEach)
 	got := lockstat.Snapshot().Sub(before)
-	ops := float64(workers * opsEach)
+	requireNoGlobal(t, got, float64(workers*opsEach))
+	for _, f := range files {
+		f.Close()
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.RequireFsckClean(t, img)
+}
+
+// requireNoGlobal fails t for every global site taken in ops operations,
+// but those amortised over many: a block joining the running transaction
+// and a sharded counter folding into its centre.
+func requireNoGlobal(t *testing.T, got lockstat.Counts, ops float64) {
+	t.Helper()
 	for _, s := range lockstat.Sites() {
 		if got[s] > 0 {
 			t.Logf("%-44s %-10s %8d %8.4f/op", s.Name(), s.Scope(), got[s], float64(got[s])/ops)
@@ -88,7 +103,69 @@ func TestLockstatFallocate2(t *testing.T) {
 		}
 		t.Errorf("%s (global) taken %d times in %v operations", s.Name(), got[s], ops)
 	}
+}
+
+// TestLockstatAppenders is the same claim for the appenders workload
+// (the seeds' fio file_append=1, bs=4k, here written): appends to
+// different files take no global lock and write no shared counter per
+// append. Each file's extent tree outgrows the inode (a leaf block),
+// since every other append leaves a hole first.
+func TestLockstatAppenders(t *testing.T) {
+	img := filepath.Join(t.TempDir(), "img")
+	if err := mkfs.Format(img, mkfs.Options{Size: 512 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := ext4go.Open(img, &ext4go.Options{Writable: true, CommitInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers, appendsEach = 2, 8000
+	buf := make([]byte, 4096)
+	var files []*ext4go.File
+	for i := range workers {
+		f, err := fsys.Create(string(rune('a' + i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Ten extents with holes between them: a leaf block.
+		for j := range 10 {
+			if _, err := f.WriteAt(buf, int64(j)*2*4096); err != nil {
+				t.Fatal(err)
+			}
+		}
+		files = append(files, f)
+	}
+	run := func(n int) {
+		var wg sync.WaitGroup
+		for _, f := range files {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range n {
+					if _, err := f.Write(buf); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
 	for _, f := range files {
+		if _, err := f.Seek(0, io.SeekEnd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(300) // warm
+	before := lockstat.Snapshot()
+	run(appendsEach)
+	got := lockstat.Snapshot().Sub(before)
+	requireNoGlobal(t, got, float64(workers*appendsEach))
+	for _, f := range files {
+		ex, err := f.Extents()
+		if err != nil || len(ex) <= 4 {
+			t.Errorf("%d extents (%v): no leaf block", len(ex), err)
+		}
 		f.Close()
 	}
 	if err := fsys.Close(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ext4go/ext4go/internal/lockstat"
 	"io"
 	"os"
 	"path/filepath"
@@ -37,6 +38,12 @@ type appendersResult struct {
 	// straight into one image file with pwrite (--ceiling): the bound any
 	// filesystem kept in an image file meets here.
 	Ceiling *ceilingResult `json:"ceiling,omitempty"`
+	// LocksPerAppend counts the shared locks and counters taken per
+	// append while the appenders ran, the final sync not included
+	// (--locks, an ext4go built with -tags lockstat).
+	LocksPerAppend map[string]float64 `json:"locks_per_append,omitempty"`
+	locks          lockstat.Counts
+	appends        int64
 }
 
 type ceilingResult struct {
@@ -58,6 +65,7 @@ func benchAppenders(e *env, c *command, args []string) error {
 	dirFlag := fl.String("dir", "", "run with system calls on the filesystem mounted here (its root; a fresh one) instead of through ext4go")
 	ceiling := fl.Bool("ceiling", false, "then write the same bytes with the same appenders straight into one image file of -fs-size with pwrite, and report that too: the bound of any filesystem in an image file (the host serialises writes to one file)")
 	asJSON := fl.Bool("json", false, "print the result as one JSON object")
+	locks := fl.Bool("locks", false, "count the shared locks and counters each append takes, the final sync not included (an ext4go built with -tags lockstat; not with -dir)")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -103,6 +111,12 @@ func benchAppenders(e *env, c *command, args []string) error {
 	if *device != "" && (*dirFlag != "" || *keep != "") {
 		return usagef("-device runs ext4go on the filesystem there: not with -dir or -keep")
 	}
+	if *locks && *dirFlag != "" {
+		return usagef("--locks counts ext4go's locks: not with --dir")
+	}
+	if *locks && !lockstat.Enabled {
+		return fmt.Errorf("--locks: this ext4go was built without lock counting; build it with 'go build -tags lockstat ./cmd/ext4go'")
+	}
 	if *dirFlag != "" && *ceiling {
 		return usagef("-ceiling measures an image file; with -dir there is none")
 	}
@@ -138,6 +152,12 @@ func benchAppenders(e *env, c *command, args []string) error {
 		return err
 	}
 	res.KeptImage = *keep
+	if *locks {
+		res.LocksPerAppend = map[string]float64{}
+		for _, s := range lockstat.Sites() {
+			res.LocksPerAppend[s.Name()] = float64(res.locks[s]) / float64(max(res.appends, 1))
+		}
+	}
 	if *ceiling && *memory {
 		cleanup() // the image's memory goes before the ceiling's comes
 		b, err := anonMemory(int64(fsSize))
@@ -184,6 +204,9 @@ func benchAppenders(e *env, c *command, args []string) error {
 	if c := res.Ceiling; c != nil {
 		fmt.Fprintf(e.stdout, "  ceiling: the same bytes by %d appenders straight into the storage (image file, device or memory): %.2f s, %.1f MiB/s (ext4go %.2fx of it)\n",
 			res.P, c.Seconds, c.MiBPerSec, res.MiBPerSec/c.MiBPerSec)
+	}
+	if *locks {
+		printLocks(e.stdout, res.locks, res.appends)
 	}
 	return nil
 }
@@ -263,6 +286,7 @@ func runAppenders(t benchTarget, p int, size, write, fsyncEvery int64, falloc bo
 	buf := benchData(int(write))
 	errs := make([]error, p)
 	var wg sync.WaitGroup
+	locksBefore := lockstat.Snapshot()
 	start := time.Now()
 	for i, f := range files {
 		wg.Add(1)
@@ -275,6 +299,11 @@ func runAppenders(t benchTarget, p int, size, write, fsyncEvery int64, falloc bo
 		}()
 	}
 	wg.Wait()
+	locksAfter := lockstat.Snapshot()
+	for _, s := range lockstat.Sites() {
+		res.locks[s] = locksAfter[s] - locksBefore[s]
+	}
+	res.appends = int64(p) * ((size + write - 1) / write)
 	for i, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", names[i], err)
