@@ -41,3 +41,18 @@ for key in sorted(by):
     a, b = statistics.median(d["padded"]), statistics.median(d["unpadded"])
     print("%-12s %-18s %3d %14.0f %14.0f %16.3f" % (key[0], key[1], key[2], a, b, a / b if b else 0))
 '
+echo "# two goroutines each locking and pinning its own of two neighbouring txn.Buffers, ns/op"
+for b in padded unpadded; do
+  tags=""; [ "$b" = unpadded ] && tags="-tags nopad"
+  # shellcheck disable=SC2086
+  go test $tags ./internal/txn -run '^$' -bench NeighbourBuffers -count "$rounds" |
+    awk -v l="$b" '/ns\/op/ {print l, $3}'
+done | python3 -c '
+import sys, statistics
+d = {}
+for line in sys.stdin:
+    l, v = line.split()
+    d.setdefault(l, []).append(float(v))
+a, b = statistics.median(d["padded"]), statistics.median(d["unpadded"])
+print("%-30s %14.1f %14.1f %16.3f" % ("NeighbourBuffers ns/op", a, b, a / b))
+'

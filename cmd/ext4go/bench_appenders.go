@@ -42,13 +42,18 @@ type appendersResult struct {
 	// append while the appenders ran, the final sync not included
 	// (--locks, an ext4go built with -tags lockstat).
 	LocksPerAppend map[string]float64 `json:"locks_per_append,omitempty"`
-	locks          lockstat.Counts
-	appends        int64
+	// Finished holds when each appender was done, in seconds from the
+	// start (the final sync not included): how evenly the appenders
+	// shared the machine.
+	Finished []float64 `json:"finished"`
+	locks    lockstat.Counts
+	appends  int64
 }
 
 type ceilingResult struct {
-	Seconds   float64 `json:"seconds"`
-	MiBPerSec float64 `json:"mib_per_sec"`
+	Seconds   float64   `json:"seconds"`
+	MiBPerSec float64   `json:"mib_per_sec"`
+	Finished  []float64 `json:"finished"` // as appendersResult.Finished
 }
 
 func benchAppenders(e *env, c *command, args []string) error {
@@ -234,6 +239,7 @@ func rawAppendersInto(f io.WriterAt, syncFn func() error, p int, fsSize, size, w
 	buf := benchData(int(write))
 	span := fsSize / int64(p) / write * write
 	errs := make([]error, p)
+	finished := make([]float64, p)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range p {
@@ -245,6 +251,7 @@ func rawAppendersInto(f io.WriterAt, syncFn func() error, p int, fsSize, size, w
 				n := min(write, size-off)
 				_, errs[i] = f.WriteAt(buf[:n], base+off)
 			}
+			finished[i] = time.Since(start).Seconds()
 		}()
 	}
 	wg.Wait()
@@ -257,7 +264,7 @@ func rawAppendersInto(f io.WriterAt, syncFn func() error, p int, fsSize, size, w
 		}
 	}
 	secs := time.Since(start).Seconds()
-	return &ceilingResult{Seconds: secs, MiBPerSec: float64(size) * float64(p) / (1 << 20) / secs}, nil
+	return &ceilingResult{Seconds: secs, MiBPerSec: float64(size) * float64(p) / (1 << 20) / secs, Finished: finished}, nil
 }
 
 // runAppenders runs p appenders, each in its own goroutine on its own
@@ -285,6 +292,7 @@ func runAppenders(t benchTarget, p int, size, write, fsyncEvery int64, falloc bo
 	}
 	buf := benchData(int(write))
 	errs := make([]error, p)
+	res.Finished = make([]float64, p)
 	var wg sync.WaitGroup
 	locksBefore := lockstat.Snapshot()
 	start := time.Now()
@@ -296,6 +304,7 @@ func runAppenders(t benchTarget, p int, size, write, fsyncEvery int64, falloc bo
 			if err := f.close(); errs[i] == nil {
 				errs[i] = err
 			}
+			res.Finished[i] = time.Since(start).Seconds()
 		}()
 	}
 	wg.Wait()

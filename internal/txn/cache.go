@@ -7,10 +7,25 @@ import (
 	"github.com/ext4go/ext4go/internal/shard"
 	"slices"
 	"sync/atomic"
+	"unsafe"
 )
 
-// Buffer is a cached block.
+// Buffer is a cached block. Its size is a multiple of a cache line, so
+// that two buffers allocated one after the other (the extent leaves of two
+// files growing at once) never share a line: each is locked and pinned by
+// its own writer several times an append, and a shared line would bounce
+// between their cores on every one (seed 003).
 type Buffer struct {
+	bufferState
+	_ [(bufferLine - unsafe.Sizeof(bufferState{})%bufferLine) % bufferLine * pad.On]byte
+}
+
+// bufferLine is a cache line. The Go allocator puts an object whose size
+// class is a multiple of it at a multiple of that size in a page-aligned
+// span, so a Buffer starts on a line boundary too.
+const bufferLine = 64
+
+type bufferState struct {
 	mu       lockstat.RWMutex[lockstat.MBuffer] // protects data, valid, tx, inflight
 	data     []byte
 	valid    bool         // data holds the block's content
@@ -100,7 +115,7 @@ func (c *cache) get(nr uint64, bs int) *Buffer {
 		if len(s.m) >= 2*c.perShard {
 			s.evict(c.perShard)
 		}
-		b = &Buffer{data: make([]byte, bs)}
+		b = &Buffer{bufferState: bufferState{data: make([]byte, bs)}}
 		s.m[nr] = b
 	}
 	b.pins.Add(1)
