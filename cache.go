@@ -1,10 +1,12 @@
 package ext4go
 
 import (
-	"github.com/ext4go/ext4go/internal/lockstat"
-	"github.com/ext4go/ext4go/internal/shard"
 	"runtime"
 	"weak"
+
+	"github.com/ext4go/ext4go/internal/lockstat"
+	"github.com/ext4go/ext4go/internal/pad"
+	"github.com/ext4go/ext4go/internal/shard"
 )
 
 // inodeCache maps inode numbers to nodes. It holds nodes weakly, so a node
@@ -20,6 +22,7 @@ import (
 // through a node that died in between: changes reach the inode table
 // buffer before the node can die).
 type inodeCache struct {
+	_      [pad.Line * pad.On]byte // keeps shard 0 off the fields before
 	shards [inodeCacheShards]inodeShard
 }
 
@@ -33,6 +36,7 @@ type inodeShard struct {
 	m      map[uint32]weak.Pointer[node]
 	recent [inodeRecent]*node
 	next   int
+	_      [(pad.Line - 8) * pad.On]byte // neighbours a line apart (pad.Apart)
 }
 
 func (c *inodeCache) shard(ino uint32) *inodeShard {

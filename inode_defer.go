@@ -48,7 +48,7 @@ const deferShards = 16
 type deferShard struct {
 	mu    lockstat.Mutex[lockstat.MFSDeferred] // protects nodes
 	nodes []*node
-	_     [40 * pad.On]byte
+	_     [(pad.Line - 8) * pad.On]byte // neighbours a line apart (pad.Apart)
 }
 
 // setInodeHot is setInode for the hot paths (write, fallocate, truncate),

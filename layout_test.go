@@ -26,7 +26,25 @@ func TestHotLayout(t *testing.T) {
 	if size := unsafe.Sizeof(hotInode{}); size != 256 {
 		t.Errorf("hotInode is %d bytes, want 256", size)
 	}
-	if size := unsafe.Sizeof(groupDescLock{}); size%64 != 0 {
-		t.Errorf("groupDescLock is %d bytes, not whole cache lines", size)
+	// Arrays of shards: each element's hot fields a line from its
+	// neighbours' wherever the array starts (pad.Apart).
+	var gd groupDescLock
+	var ds deferShard
+	var is inodeShard
+	for _, c := range []struct {
+		name        string
+		stride, hot uintptr
+	}{
+		{"groupDescLock", unsafe.Sizeof(gd), unsafe.Offsetof(gd.bitmapDirty) + unsafe.Sizeof(gd.bitmapDirty)},
+		{"deferShard", unsafe.Sizeof(ds), unsafe.Offsetof(ds.nodes) + unsafe.Sizeof(ds.nodes)},
+		{"inodeShard", unsafe.Sizeof(is), unsafe.Offsetof(is.next) + unsafe.Sizeof(is.next)},
+	} {
+		if !pad.Apart(c.stride, c.hot) {
+			t.Errorf("%s: %d bytes with %d hot: neighbours may share a line", c.name, c.stride, c.hot)
+		}
+	}
+	var ic inodeCache
+	if off := unsafe.Offsetof(ic.shards); off < pad.Line-8 {
+		t.Errorf("inodeCache.shards at %d: shard 0 may share a line with the fields before", off)
 	}
 }

@@ -90,7 +90,7 @@ type writer struct {
 }
 
 // groupDescLock is a group's gdMu, with what it protects besides
-// f.groups[g], alone on a cache line.
+// f.groups[g], on cache lines of its own.
 type groupDescLock struct {
 	sync.Mutex
 	// bitmapCrc is the whole crc32c of the group's block bitmap as last
@@ -110,7 +110,7 @@ type groupDescLock struct {
 	// lock of the group, which every UpdateBlockBitmap holds.
 	bitmapTx    atomic.Uint64
 	bitmapDirty atomic.Bool
-	_           [23 * pad.On]byte
+	_           [(pad.Line - 8) * pad.On]byte // neighbours a line apart (pad.Apart)
 }
 
 // handle is a transaction handle as the allocators see it.

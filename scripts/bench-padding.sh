@@ -41,18 +41,19 @@ for key in sorted(by):
     a, b = statistics.median(d["padded"]), statistics.median(d["unpadded"])
     print("%-12s %-18s %3d %14.0f %14.0f %16.3f" % (key[0], key[1], key[2], a, b, a / b if b else 0))
 '
-echo "# two goroutines each locking and pinning its own of two neighbouring txn.Buffers, ns/op"
+echo "# two goroutines each on its own of two neighbouring txn.Buffers (lock and pin) or cache shards (get and unpin), ns/op"
 for b in padded unpadded; do
   tags=""; [ "$b" = unpadded ] && tags="-tags nopad"
   # shellcheck disable=SC2086
-  go test $tags ./internal/txn -run '^$' -bench NeighbourBuffers -count "$rounds" |
-    awk -v l="$b" '/ns\/op/ {print l, $3}'
+  go test $tags ./internal/txn -run '^$' -bench 'Neighbour(Buffers|Shards)' -count "$rounds" |
+    awk -v l="$b" '/ns\/op/ {sub(/-[0-9]+$/, "", $1); sub(/^Benchmark/, "", $1); print l, $1, $3}'
 done | python3 -c '
 import sys, statistics
 d = {}
 for line in sys.stdin:
-    l, v = line.split()
-    d.setdefault(l, []).append(float(v))
-a, b = statistics.median(d["padded"]), statistics.median(d["unpadded"])
-print("%-30s %14.1f %14.1f %16.3f" % ("NeighbourBuffers ns/op", a, b, a / b))
+    l, name, v = line.split()
+    d.setdefault(name, {}).setdefault(l, []).append(float(v))
+for name in sorted(d):
+    a, b = statistics.median(d[name]["padded"]), statistics.median(d[name]["unpadded"])
+    print("%-30s %14.1f %14.1f %16.3f" % (name + " ns/op", a, b, a / b))
 '

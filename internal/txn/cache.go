@@ -86,14 +86,21 @@ const cacheShards = 64
 // cache maps block numbers to buffers, sharded so concurrent users of
 // different blocks rarely share a lock.
 type cache struct {
+	// A line before the shards keeps the first one's lock off the
+	// Manager's fields before it; every get reads the first bytes of the
+	// cache (Go's nil check), and two appenders whose leaves fell in shard
+	// 0 and another bounced that line on every append.
+	_        [pad.Line * pad.On]byte
 	shards   [cacheShards]cacheShard
 	perShard int
 }
 
+// cacheShard is one shard of the cache. Its lock and map are a line
+// apart from its neighbours' wherever the array starts (pad.Apart).
 type cacheShard struct {
 	mu lockstat.Mutex[lockstat.MBufferCache] // protects m
 	m  map[uint64]*Buffer
-	_  [48 * pad.On]byte // one shard per cache line
+	_  [pad.Line * pad.On]byte
 }
 
 func (c *cache) init(capacity int) {

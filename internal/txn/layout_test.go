@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/ext4go/ext4go/internal/pad"
+	"github.com/ext4go/ext4go/internal/shard"
 )
 
 // TestBufferLayout: in the normal build a Buffer fills whole cache lines,
@@ -16,6 +17,32 @@ func TestBufferLayout(t *testing.T) {
 		t.Fatalf("Buffer is %d bytes, not a multiple of %d", size, bufferLine)
 	}
 	t.Logf("Buffer: %d bytes (pad.On=%d)", size, pad.On)
+}
+
+// TestShardLayout: the lock and map of each cache shard and dirty shard
+// never share a line with a neighbour's, wherever the heap or the
+// enclosing struct puts the array, nor the first one with the fields
+// before it (pad.Apart).
+func TestShardLayout(t *testing.T) {
+	if pad.On == 0 {
+		t.Skip("built with -tags nopad")
+	}
+	var c cacheShard
+	if hot := unsafe.Offsetof(c.m) + unsafe.Sizeof(c.m); !pad.Apart(unsafe.Sizeof(c), hot) {
+		t.Errorf("cacheShard: %d bytes with %d hot", unsafe.Sizeof(c), hot)
+	}
+	var d dirtyShard
+	if hot := unsafe.Offsetof(d.m) + unsafe.Sizeof(d.m); !pad.Apart(unsafe.Sizeof(d), hot) {
+		t.Errorf("dirtyShard: %d bytes with %d hot", unsafe.Sizeof(d), hot)
+	}
+	var m Manager
+	if gap := unsafe.Offsetof(m.cache) + unsafe.Offsetof(m.cache.shards) - unsafe.Offsetof(m.opts) - unsafe.Sizeof(m.opts); gap < pad.Line-8 {
+		t.Errorf("cache.shards only %d bytes after Manager.opts", gap)
+	}
+	var tx Transaction
+	if gap := unsafe.Offsetof(tx.dirty) - unsafe.Offsetof(tx.nrevoke) - unsafe.Sizeof(tx.nrevoke); gap < pad.Line-8 {
+		t.Errorf("Transaction.dirty only %d bytes after nrevoke", gap)
+	}
 }
 
 // BenchmarkNeighbourBuffers: two goroutines each lock and pin their own
@@ -44,6 +71,37 @@ func BenchmarkNeighbourBuffers(b *testing.B) {
 				buf.pins.Add(-1)
 			}
 		}(&bs[i])
+	}
+	wg.Wait()
+}
+
+// BenchmarkNeighbourShards: two goroutines each get and unpin a block of
+// its own from the cache, the blocks in shards 0 and 1, as two appenders
+// get their leaves: with the shards a line apart neither touches a line
+// the other writes. Run it against -tags nopad to see what a shared line
+// costs (scripts/bench-padding.sh runs both).
+func BenchmarkNeighbourShards(b *testing.B) {
+	var c cache
+	c.init(1024)
+	var blocks []uint64
+	for _, want := range []int{0, 1} {
+		for nr := uint64(0); ; nr++ {
+			if shard.Index(nr, cacheShards) == want {
+				blocks = append(blocks, nr)
+				break
+			}
+		}
+	}
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for _, nr := range blocks {
+		wg.Add(1)
+		go func(nr uint64) {
+			defer wg.Done()
+			for range b.N {
+				c.get(nr, 64).unpin()
+			}
+		}(nr)
 	}
 	wg.Wait()
 }

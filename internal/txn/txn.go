@@ -184,6 +184,7 @@ type Transaction struct {
 	ndirty  atomic.Int64              // blocks in dirty, read without the shard locks
 	nrevoke atomic.Int64              // revoke records, read without revokeMu
 
+	_     [pad.Line * pad.On]byte // keeps dirty[0]'s lock off ndirty and nrevoke
 	dirty [dirtyShards]dirtyShard
 
 	revokeMu lockstat.Mutex[lockstat.MTxnRevoke]
@@ -216,7 +217,7 @@ func (t *Transaction) openHandles() int64 {
 type dirtyShard struct {
 	mu lockstat.Mutex[lockstat.MTxnDirtyShard]
 	m  map[uint64]*Buffer
-	_  [40 * pad.On]byte // keep shards on separate cache lines
+	_  [pad.Line * pad.On]byte // keep shards on separate cache lines (pad.Apart)
 }
 
 func (t *Transaction) shard(nr uint64) *dirtyShard { return &t.dirty[shard.Index(nr, dirtyShards)] }
