@@ -108,6 +108,7 @@ type Allocator struct {
 
 	lgs []localityGroup
 
+	_      [pad.Line * pad.On]byte // keeps inodes[0]'s lock off lgs
 	inodes [64]inodeShard
 	// streams counts the inodes with preallocation state: files streaming
 	// now (the state goes at their last close), which stream spreading

@@ -40,6 +40,9 @@ func TestShardLayout(t *testing.T) {
 		t.Errorf("cache.shards only %d bytes after Manager.opts", gap)
 	}
 	var tx Transaction
+	if gap := unsafe.Offsetof(tx.updates) - unsafe.Offsetof(tx.tid) - unsafe.Sizeof(tx.tid); gap < pad.Line-8 {
+		t.Errorf("Transaction.updates only %d bytes after tid", gap)
+	}
 	if gap := unsafe.Offsetof(tx.dirty) - unsafe.Offsetof(tx.nrevoke) - unsafe.Sizeof(tx.nrevoke); gap < pad.Line-8 {
 		t.Errorf("Transaction.dirty only %d bytes after nrevoke", gap)
 	}

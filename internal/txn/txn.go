@@ -178,7 +178,11 @@ type Manager struct {
 
 // Transaction is a group of changes that reach the disk together.
 type Transaction struct {
-	tid     uint64
+	tid uint64
+	// A line before updates keeps the first count off tid, which every
+	// handle reads (and Go's nil check of t reads the first bytes): two
+	// fallocate2 files whose inodes fell in shards 0 and 2 bounced it.
+	_       [pad.Line * pad.On]byte
 	updates [updateShards]paddedCount // open handles, by BeginFor's key
 	locked  atomic.Bool               // closed to new handles by Commit
 	ndirty  atomic.Int64              // blocks in dirty, read without the shard locks
