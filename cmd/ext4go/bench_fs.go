@@ -76,7 +76,7 @@ func benchFallocate2(e *env, c *command, args []string) error {
 	asJSON := fl.Bool("json", false, "one JSON object per line")
 	noJournal := fl.Bool("no-journal", false, "write the image in place, without its journal (without -dir)")
 	locks := fl.Bool("locks", false, "count the shared locks and counters each operation takes (an ext4go built with -tags lockstat)")
-	dirs := fl.Bool("dirs", false, "give each goroutine's file a directory of its own (top-level directories are spread over the flex groups, so the files share no inode table block or bitmap)")
+	dirs := fl.Bool("dirs", false, "give each goroutine's file a directory of its own (top-level directories are spread over the flex groups, so on an image of more than one flex group (16 groups of 128 MiB by default: over 2 GiB) the files share no inode table block or bitmap)")
 	breakdown := fl.Bool("breakdown", false, "print where the CPU time goes, in ns per operation by layer (allocator, extent tree, inode, bitmaps, journal, checksums)")
 	if err := fl.Parse(args); err != nil {
 		return err
