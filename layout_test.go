@@ -43,6 +43,10 @@ func TestHotLayout(t *testing.T) {
 			t.Errorf("%s: %d bytes with %d hot: neighbours may share a line", c.name, c.stride, c.hot)
 		}
 	}
+	var w writer
+	if gap := unsafe.Offsetof(w.deferred) - unsafe.Offsetof(w.gdMu) - unsafe.Sizeof(w.gdMu); gap < pad.Line-8 {
+		t.Errorf("writer.deferred only %d bytes after gdMu", gap)
+	}
 	var ic inodeCache
 	if off := unsafe.Offsetof(ic.shards); off < pad.Line-8 {
 		t.Errorf("inodeCache.shards at %d: shard 0 may share a line with the fields before", off)

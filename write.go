@@ -40,6 +40,7 @@ type writer struct {
 
 	// deferred holds the nodes whose inodes the running transaction's
 	// commit encodes into the inode table (inode_defer.go).
+	_        [pad.Line * pad.On]byte // keeps deferred[0]'s lock off the fields above, read by every allocation
 	deferred [deferShards]deferShard
 
 	sbMu     lockstat.Mutex[lockstat.MFSSuper]   // protects the superblock fields writers change

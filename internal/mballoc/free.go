@@ -3,11 +3,12 @@ package mballoc
 import (
 	"errors"
 	"fmt"
-	"github.com/ext4go/ext4go/internal/lockstat"
-	"github.com/ext4go/ext4go/internal/pad"
 	"slices"
+	"unsafe"
 
 	"github.com/ext4go/ext4go/internal/fserr"
+	"github.com/ext4go/ext4go/internal/lockstat"
+	"github.com/ext4go/ext4go/internal/pad"
 )
 
 // FreeFlags qualify a Free.
@@ -176,6 +177,9 @@ func (g *group) addPending(start, n uint32, tid uint64) error {
 		g.pending[i].start = start
 		g.pending[i].n += n
 		return nil
+	}
+	if cap(g.pending) == 0 {
+		g.pending = make([]pendingFree, 0, pad.Line/unsafe.Sizeof(pendingFree{})) // a line of its own, as g.fresh
 	}
 	g.pending = slices.Insert(g.pending, i, pendingFree{start, n, tid})
 	return nil

@@ -1,6 +1,11 @@
 package mballoc
 
-import "slices"
+import (
+	"slices"
+	"unsafe"
+
+	"github.com/ext4go/ext4go/internal/pad"
+)
 
 // Clusters allocated and freed by the same transaction.
 //
@@ -38,6 +43,12 @@ func (g *group) noteFresh(tid uint64, start, n uint32) {
 	}
 	if g.freshTid != tid {
 		g.fresh, g.freshTid = g.fresh[:0], tid
+	}
+	if cap(g.fresh) == 0 {
+		// A line of its own: grown from nil, the first array would be a
+		// tiny 8-byte block, packed with other groups' on one line, and
+		// this is written on every allocation.
+		g.fresh = make([]freshRun, 0, pad.Line/unsafe.Sizeof(freshRun{}))
 	}
 	k := len(g.fresh)
 	// Allocations mostly continue the last run (a file growing).

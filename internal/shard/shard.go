@@ -16,6 +16,7 @@ package shard
 import (
 	"math/bits"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/ext4go/ext4go/internal/lockstat"
 	"github.com/ext4go/ext4go/internal/pad"
@@ -48,6 +49,10 @@ type Counter struct {
 	shards  []paddedInt64
 	batch   int64
 	site    lockstat.Site // counted at each write of the centre
+	// Whole lines (128 bytes): counters allocated one after the other
+	// would put one's centre, written at each fold, on the line of the
+	// next one's shards and batch, read at every Add.
+	_ [(pad.Line - (unsafe.Sizeof([]paddedInt64{})+16)%pad.Line) % pad.Line * pad.On]byte
 }
 
 // NewCounter returns a counter of n shards (rounded up to a power of two)

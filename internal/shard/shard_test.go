@@ -1,10 +1,13 @@
 package shard
 
 import (
-	"github.com/ext4go/ext4go/internal/lockstat"
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"unsafe"
+
+	"github.com/ext4go/ext4go/internal/lockstat"
+	"github.com/ext4go/ext4go/internal/pad"
 )
 
 func TestIndexSpreadsStructuredKeys(t *testing.T) {
@@ -89,4 +92,12 @@ func BenchmarkCounterAddRead(b *testing.B) {
 			_ = c.Read()
 		}
 	})
+}
+
+// TestCounterLayout: a Counter fills whole lines, so counters allocated
+// one after the other share none (see Counter).
+func TestCounterLayout(t *testing.T) {
+	if pad.On == 1 && unsafe.Sizeof(Counter{})%pad.Line != 0 {
+		t.Fatalf("Counter is %d bytes, not whole lines", unsafe.Sizeof(Counter{}))
+	}
 }
