@@ -10,6 +10,7 @@ import (
 	"github.com/ext4go/ext4go/internal/extent"
 	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/mballoc"
+	"github.com/ext4go/ext4go/internal/pad"
 	"github.com/ext4go/ext4go/internal/super"
 )
 
@@ -46,6 +47,13 @@ type extStore struct {
 	// call was most of what a write to a file of many extents allocated).
 	lent   [][]byte
 	pooled bool
+	// lentInline backs lent: grown from nil, lent's array was a small
+	// object beside other goroutines' on one line, written by every read
+	// of a tree block.
+	lentInline [4][]byte
+	// Pooled stores of different goroutines may be neighbours in the
+	// heap: a line after the fields every call writes keeps them apart.
+	_ [pad.Line * pad.On]byte
 }
 
 // extStores recycles the stores of the hot paths (a write or fallocate
@@ -58,6 +66,9 @@ var extStores = sync.Pool{New: func() any { return new(extStore) }}
 func pooledExtStore(f *FS, h handle, ino uint32) *extStore {
 	s := extStores.Get().(*extStore)
 	s.f, s.h, s.ino, s.pooled = f, h, ino, true
+	if cap(s.lent) == 0 {
+		s.lent = s.lentInline[:0]
+	}
 	return s
 }
 

@@ -31,7 +31,6 @@ package extent
 
 import (
 	"encoding/binary"
-	"slices"
 
 	"github.com/ext4go/ext4go/internal/csum"
 	"github.com/ext4go/ext4go/internal/fserr"
@@ -148,6 +147,17 @@ func DecodeNode(b []byte) (*Node, error) {
 	return n, nil
 }
 
+// growLines is slices.Grow to a multiple of 8 entries, with one to spare
+// for an insert. Eight of either kind are 192 bytes, so the array fills
+// whole cache lines: a pooled node's arrays are written by every edit,
+// and one of a size between lines shared a line with another goroutine's.
+func growLines[T any](s []T, n int) []T {
+	if cap(s)-len(s) >= n {
+		return s
+	}
+	return append(make([]T, 0, (len(s)+n+8)&^7), s...)
+}
+
 // decodeNodeInto is DecodeNode into n, reusing the capacity of its entry
 // slices: the hot paths decode the root into storage they own instead of
 // allocating a node per call. On error n is left partly filled.
@@ -174,9 +184,9 @@ func decodeNodeIn(b []byte, exts []Extent, idxs []Index) (Header, []Extent, []In
 	switch {
 	case h.Entries == 0:
 	case h.Depth == 0:
-		exts = slices.Grow(exts, int(h.Entries))
+		exts = growLines(exts, int(h.Entries))
 	default:
-		idxs = slices.Grow(idxs, int(h.Entries))
+		idxs = growLines(idxs, int(h.Entries))
 	}
 	le := binary.LittleEndian
 	for i := range int(h.Entries) {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/ext4go/ext4go/internal/fserr"
 )
@@ -551,4 +552,36 @@ func FuzzWalk(f *testing.F) {
 		tr.Lookup(lblk)
 		tr.Blocks()
 	})
+}
+
+// TestNodeArraysWholeLines: a decoded node's entry arrays fill whole
+// cache lines (growLines), whatever the entry count.
+func TestNodeArraysWholeLines(t *testing.T) {
+	for _, depth := range []uint16{0, 1} {
+		for entries := 1; entries <= 20; entries++ {
+			n := &Node{Header: Header{Depth: depth, Max: 340}}
+			for i := range entries {
+				if depth == 0 {
+					n.Extents = append(n.Extents, Extent{Logical: uint32(i * 10), Len: 1, Start: uint64(1000 + i)})
+				} else {
+					n.Indexes = append(n.Indexes, Index{Logical: uint32(i * 10), Child: uint64(1000 + i)})
+				}
+			}
+			b := make([]byte, 4096)
+			if err := n.Encode(b); err != nil {
+				t.Fatal(err)
+			}
+			var m Node
+			if err := decodeNodeInto(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			size := uintptr(cap(m.Extents)) * unsafe.Sizeof(Extent{})
+			if depth > 0 {
+				size = uintptr(cap(m.Indexes)) * unsafe.Sizeof(Index{})
+			}
+			if size%64 != 0 || size == 0 {
+				t.Errorf("depth %d, %d entries: arrays of %d bytes", depth, entries, size)
+			}
+		}
+	}
 }
