@@ -429,6 +429,27 @@ func (ed *Editor) write(l *level) error {
 	return ed.Store.WriteNode(l.blk, b)
 }
 
+// writeExtent stores leaf l after its extent pos alone changed, encoding
+// that entry into the block's bytes, which hold the rest of the node as
+// read, instead of the whole node: an append that extends the last extent
+// changes its length only. Stale entries past the last are left as they
+// are, as the kernel leaves them.
+func (ed *Editor) writeExtent(l *level, pos int) error {
+	if l.blk == 0 || len(l.buf) < HeaderSize+(pos+1)*EntrySize {
+		return ed.write(l)
+	}
+	b := l.buf
+	if err := putExtent(b[HeaderSize+pos*EntrySize:], l.node.Extents[pos]); err != nil {
+		return err
+	}
+	if ed.Csum && !ed.DeferSum {
+		if err := SetChecksum(b, ed.Seed); err != nil {
+			return err
+		}
+	}
+	return ed.Store.WriteNode(l.blk, b)
+}
+
 // fixKeys makes the index entries above level i name the first block of
 // their child again, after the first entry of node i changed (kernel:
 // ext4_ext_correct_indexes).
@@ -707,17 +728,15 @@ func (ed *Editor) Insert(x Extent) error {
 	case pos >= 0 && canMerge(exts[pos], x):
 		exts[pos].Len += x.Len
 		joined := pos+1 < len(exts) && canMerge(exts[pos], exts[pos+1])
-		if joined {
-			exts[pos].Len += exts[pos+1].Len
-			n.remove(pos + 1)
+		if !joined {
+			return ed.writeExtent(leaf, pos)
 		}
+		exts[pos].Len += exts[pos+1].Len
+		n.remove(pos + 1)
 		if err := ed.write(leaf); err != nil {
 			return err
 		}
-		if joined {
-			return ed.shrink()
-		}
-		return nil
+		return ed.shrink()
 	case pos+1 < len(exts) && canMerge(x, exts[pos+1]):
 		y := &exts[pos+1]
 		y.Logical, y.Start, y.Len = x.Logical, x.Start, y.Len+x.Len

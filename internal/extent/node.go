@@ -245,20 +245,9 @@ func (n *Node) Encode(b []byte) error {
 	h.put(b)
 	le := binary.LittleEndian
 	for i, x := range n.Extents {
-		raw := x.Len
-		switch {
-		case x.Len == 0 || x.Len > InitMaxLen || x.Unwritten && x.Len > UnwrittenMaxLen:
-			return fserr.Corrupt("extent", "bad length %d (unwritten %v)", x.Len, x.Unwritten)
-		case x.Start >= 1<<48:
-			return fserr.Corrupt("extent", "physical block %d beyond 48 bits", x.Start)
-		case x.Unwritten:
-			raw += InitMaxLen
+		if err := putExtent(b[HeaderSize+i*EntrySize:], x); err != nil {
+			return err
 		}
-		e := b[HeaderSize+i*EntrySize:]
-		le.PutUint32(e[0:], x.Logical)
-		le.PutUint16(e[4:], uint16(raw))
-		le.PutUint16(e[6:], uint16(x.Start>>32))
-		le.PutUint32(e[8:], uint32(x.Start))
 	}
 	for i, x := range n.Indexes {
 		if x.Child >= 1<<48 {
@@ -270,6 +259,25 @@ func (n *Node) Encode(b []byte) error {
 		le.PutUint16(e[8:], uint16(x.Child>>32))
 		le.PutUint16(e[10:], x.Unused)
 	}
+	return nil
+}
+
+// putExtent encodes x as the leaf entry at the start of e.
+func putExtent(e []byte, x Extent) error {
+	raw := x.Len
+	switch {
+	case x.Len == 0 || x.Len > InitMaxLen || x.Unwritten && x.Len > UnwrittenMaxLen:
+		return fserr.Corrupt("extent", "bad length %d (unwritten %v)", x.Len, x.Unwritten)
+	case x.Start >= 1<<48:
+		return fserr.Corrupt("extent", "physical block %d beyond 48 bits", x.Start)
+	case x.Unwritten:
+		raw += InitMaxLen
+	}
+	le := binary.LittleEndian
+	le.PutUint32(e[0:], x.Logical)
+	le.PutUint16(e[4:], uint16(raw))
+	le.PutUint16(e[6:], uint16(x.Start>>32))
+	le.PutUint32(e[8:], uint32(x.Start))
 	return nil
 }
 
