@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -21,7 +22,7 @@ import (
 func init() {
 	register(&command{name: "mount", usage: "[-f] [-o OPTIONS] IMAGE DIR",
 		summary: "mount the image on DIR through FUSE (journalled, many requests at once)", run: runMount})
-	examples["mount"] = []string{"ext4go mount disk.img /mnt/disk", "ext4go mount -o ro,allow_other disk.img /mnt/disk", "fusermount3 -u /mnt/disk"}
+	examples["mount"] = []string{"ext4go mount disk.img /mnt/disk", "ext4go mount -o ro,allow_other disk.img /mnt/disk", "ext4go umount /mnt/disk   # or fusermount3 -u, which returns before the image is closed"}
 }
 
 // mountConfig is a parsed -o list.
@@ -151,7 +152,12 @@ func runMount(e *env, args []string) error {
 		return err
 	}
 	if cfg.fuse.FsName == "" {
+		// The image's absolute path, which "ext4go umount" finds in
+		// /proc/self/mountinfo to wait for the daemon to close it.
 		cfg.fuse.FsName = image
+		if abs, err := filepath.Abs(image); err == nil {
+			cfg.fuse.FsName = abs
+		}
 	}
 	cfg.fuse.ExtraOptions = cfg.kernel
 	if fi, err := os.Stat(dir); err != nil {

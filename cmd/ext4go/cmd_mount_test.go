@@ -279,3 +279,63 @@ func TestMountKill(t *testing.T) {
 		t.Logf("seed %d: killed after %d files, %d fsync'd", seed, n, len(synced))
 	}
 }
+
+// TestUmountCommand: "ext4go umount DIR" returns only once the daemon has
+// closed the image, so that e2fsck right after it finds the image clean
+// (after umount(8) alone it may still be committing); it refuses a
+// directory that is not mounted, and with fsname= it needs -i IMAGE.
+func TestUmountCommand(t *testing.T) {
+	requireFUSE(t)
+	bin := buildCLI(t)
+	img := filepath.Join(t.TempDir(), "disk.img")
+	mustCLI(t, "mkfs", "-q", "--size", "256M", img)
+	dir := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		return string(out), err
+	}
+	t.Cleanup(func() {
+		if mounted(dir) {
+			exec.Command("fusermount3", "-u", dir).Run()
+		}
+	})
+	if out, err := run("umount", dir); err == nil || !strings.Contains(out, "not mounted") {
+		t.Errorf("umount of a directory not mounted: %v, %q", err, out)
+	}
+	for round, opts := range []string{"relatime", "fsname=elsewhere"} {
+		if out, err := run("mount", "-o", opts, img, dir); err != nil {
+			t.Fatalf("mount -o %s: %v\n%s", opts, err, out)
+		}
+		// Enough files that closing the image takes a while.
+		for i := range 1500 {
+			p := filepath.Join(dir, fmt.Sprintf("f%d-%d", round, i))
+			if err := os.WriteFile(p, bytes.Repeat([]byte{byte(i)}, 5000), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		args := []string{"umount", dir}
+		if round == 1 {
+			if out, err := run("umount", dir); err == nil || !strings.Contains(out, "-i IMAGE") {
+				t.Errorf("umount of a mount with fsname=: %v, %q", err, out)
+			}
+			if !mounted(dir) {
+				t.Fatal("a refused umount unmounted")
+			}
+			args = []string{"umount", "-i", img, dir}
+		}
+		if out, err := run(args...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		if mounted(dir) {
+			t.Fatal("still mounted after ext4go umount")
+		}
+		// At once: no waitClosed.
+		testutil.RequireFsckClean(t, img)
+		if out := mustCLI(t, "cat", img, fmt.Sprintf("/f%d-1499", round)); out != string(bytes.Repeat([]byte{byte(1499 % 256)}, 5000)) {
+			t.Errorf("round %d: the last file has %d bytes", round, len(out))
+		}
+	}
+}
