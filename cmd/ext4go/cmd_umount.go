@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ext4go/ext4go/internal/mountinfo"
 )
 
 func init() {
@@ -71,68 +72,23 @@ func runUmount(e *env, args []string) error {
 	return waitImageClosed(e, image, fi.Mode().IsRegular(), timeout)
 }
 
-// mountOf returns the source and type of the mount on dir, from
-// /proc/self/mountinfo.
+// mountOf returns the source and type of the mount on dir (the last one:
+// the mount a path reaches).
 func mountOf(dir string) (source, fstype string, err error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read()
 	if err != nil {
 		return "", "", err
 	}
-	defer f.Close()
 	found := false
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPEROPTIONS
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		fields, rest := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(fields) < 5 || len(rest) < 2 || unescapeMountField(fields[4]) != dir {
-			continue
+	for _, m := range mounts {
+		if m.Point == dir {
+			source, fstype, found = m.Source, m.FSType, true
 		}
-		// The last mount on dir is the one a path reaches.
-		fstype, source, found = rest[0], unescapeMountField(rest[1]), true
-	}
-	if err := sc.Err(); err != nil {
-		return "", "", err
 	}
 	if !found {
 		return "", "", fmt.Errorf("%s: not mounted", dir)
 	}
 	return source, fstype, nil
-}
-
-// unescapeMountField undoes the octal escapes (\040 for a space, ...) of
-// a mountinfo field.
-func unescapeMountField(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, ok := octal3(s[i+1 : i+4]); ok {
-				b.WriteByte(n)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func octal3(s string) (byte, bool) {
-	if len(s) != 3 {
-		return 0, false
-	}
-	n := 0
-	for _, c := range s {
-		if c < '0' || c > '7' {
-			return 0, false
-		}
-		n = n*8 + int(c-'0')
-	}
-	return byte(n), n < 256
 }
 
 // unmount detaches dir: umount(2) as root, else fusermount3 -u.
