@@ -62,6 +62,25 @@ func waitClosed(t *testing.T, image string) {
 	}
 }
 
+// mountFixture builds the command and makes a fresh image of size and an
+// empty directory for a mount test; run runs the built command.
+func mountFixture(t *testing.T, size string) (bin, img, dir string, run func(args ...string) (string, error)) {
+	t.Helper()
+	requireFUSE(t)
+	bin = buildCLI(t)
+	img = filepath.Join(t.TempDir(), "disk.img")
+	mustCLI(t, "mkfs", "-q", "--size", size, img)
+	dir = filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run = func(args ...string) (string, error) {
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		return string(out), err
+	}
+	return bin, img, dir, run
+}
+
 // TestMountCommand: "ext4go mount" returns once the mount is live and
 // leaves a daemon serving it; fusermount3 -u ends the daemon, which
 // closes the image clean; the files written through the mount are there.
@@ -70,18 +89,7 @@ func waitClosed(t *testing.T, image string) {
 // image another writer has open. In the foreground (-f), SIGTERM
 // unmounts and closes.
 func TestMountCommand(t *testing.T) {
-	requireFUSE(t)
-	bin := buildCLI(t)
-	img := filepath.Join(t.TempDir(), "disk.img")
-	mustCLI(t, "mkfs", "-q", "--size", "64M", img)
-	dir := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) (string, error) {
-		out, err := exec.Command(bin, args...).CombinedOutput()
-		return string(out), err
-	}
+	bin, img, dir, run := mountFixture(t, "64M")
 	if out, err := run("mount", "-o", "default_permissions,relatime", img, dir); err != nil {
 		t.Fatalf("mount: %v\n%s", err, out)
 	}
@@ -285,18 +293,7 @@ func TestMountKill(t *testing.T) {
 // (after umount(8) alone it may still be committing); it refuses a
 // directory that is not mounted, and with fsname= it needs -i IMAGE.
 func TestUmountCommand(t *testing.T) {
-	requireFUSE(t)
-	bin := buildCLI(t)
-	img := filepath.Join(t.TempDir(), "disk.img")
-	mustCLI(t, "mkfs", "-q", "--size", "256M", img)
-	dir := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) (string, error) {
-		out, err := exec.Command(bin, args...).CombinedOutput()
-		return string(out), err
-	}
+	_, img, dir, run := mountFixture(t, "256M")
 	t.Cleanup(func() {
 		if mounted(dir) {
 			exec.Command("fusermount3", "-u", dir).Run()
@@ -304,6 +301,13 @@ func TestUmountCommand(t *testing.T) {
 	})
 	if out, err := run("umount", dir); err == nil || !strings.Contains(out, "not mounted") {
 		t.Errorf("umount of a directory not mounted: %v, %q", err, out)
+	}
+	// Another filesystem's mount is refused before anything is unmounted.
+	if other := t.TempDir(); syscall.Mount("tmpfs", other, "tmpfs", 0, "size=1m") == nil {
+		t.Cleanup(func() { syscall.Unmount(other, syscall.MNT_DETACH) })
+		if out, err := run("umount", other); err == nil || !strings.Contains(out, "not ext4go's") || !mounted(other) {
+			t.Errorf("umount of a tmpfs: %v, %q", err, out)
+		}
 	}
 	for round, opts := range []string{"relatime", "fsname=elsewhere"} {
 		if out, err := run("mount", "-o", opts, img, dir); err != nil {
