@@ -3,6 +3,7 @@ package ext4go_test
 import (
 	"bytes"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -99,4 +100,16 @@ func TestExtentLeafSumDeferred(t *testing.T) {
 	}
 	defer again.Close()
 	check("opened again", again)
+	// The kernel reads the same bytes (its extent walk checks each leaf's
+	// tail checksum and entries).
+	if ok, why := testutil.CanMount(); !ok {
+		t.Logf("no kernel read-back: %s", why)
+		return
+	}
+	mp := testutil.Mount(t, img, true)
+	got, err := os.ReadFile(filepath.Join(mp, "f"))
+	testutil.Unmount(t, mp)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the kernel read %d bytes (%v), want %d equal", len(got), err, len(want))
+	}
 }
