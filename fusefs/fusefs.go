@@ -24,7 +24,10 @@
 // kernel does not see them; setuid bits and file capabilities are dropped
 // by the server on write, truncate and chown (FUSE_HANDLE_KILLPRIV_V2).
 // With Options.WritebackCache the kernel keeps written pages and file
-// sizes itself and sends large writes later.
+// sizes itself and sends large writes later. With Options.Uring requests
+// come through FUSE-over-io_uring ring entries, one thread an entry
+// pinned to its CPU (uring_linux.go), instead of read and write on
+// /dev/fuse; the same RawFileSystem serves both.
 //
 // A program that serves a mount must not start another program (os/exec)
 // with its working directory or executable on that mount: Go starts
@@ -96,17 +99,27 @@ type Options struct {
 	// NoReaddirPlus turns READDIRPLUS off: listings then carry no
 	// attributes, and the kernel looks each name up on its own.
 	NoReaddirPlus bool
+	// Uring serves requests over FUSE-over-io_uring (Linux 6.14+ with
+	// the fuse module's enable_uring set) instead of read and write on
+	// /dev/fuse: a request costs about a third less round trip. Mount
+	// returns ErrNoUring where the kernel does not offer it.
+	Uring bool
 	// Debug logs every request and reply.
 	Debug bool
 	// ExtraOptions are passed to the kernel's mount as they are.
 	ExtraOptions []string
 }
 
+// ErrNoUring is returned by Mount with Options.Uring where the kernel
+// does not offer FUSE over io_uring.
+var ErrNoUring = errors.New("fusefs: the kernel does not offer FUSE over io_uring (Linux 6.14+; as root: echo Y > /sys/module/fuse/parameters/enable_uring)")
+
 // Server is a mounted filesystem.
 type Server struct {
-	srv  *fuse.Server
-	root string
-	done chan struct{} // closed once the server has closed its Files
+	srv   *fuse.Server
+	uring *uringTransport // nil unless Options.Uring
+	root  string
+	done  chan struct{} // closed once the server has closed its Files
 }
 
 // Mount mounts fsys on dir and starts serving it; it returns once the
@@ -170,14 +183,31 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 	// a node and its generation; the kernel asks for "." of a node it no
 	// longer knows (Lookup, FS.OpenInode).
 	mo.ExtraCapabilities |= fuse.CAP_EXPORT_SUPPORT
+	if o.Uring {
+		if err := uringAvailable(); err != nil {
+			raw.closeAll()
+			return nil, err
+		}
+		mo.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
+		raw.uringOpts = mo // Init sets the rings up
+	}
 	srv, err := fuse.NewServer(raw, dir, mo)
 	if err != nil {
 		raw.closeAll()
 		return nil, fmt.Errorf("fusefs: mounting on %s: %w", dir, err)
 	}
 	go srv.Serve()
+	if raw.uringErr != nil {
+		// Requests wait in the kernel until every queue has an entry:
+		// unmount rather than hang.
+		srv.Unmount()
+		raw.uring.waitIfStarted()
+		raw.closeAll()
+		return nil, fmt.Errorf("fusefs: mounting on %s: %w", dir, raw.uringErr)
+	}
 	if err := srv.WaitMount(); err != nil {
 		srv.Unmount()
+		raw.uring.waitIfStarted()
 		raw.closeAll()
 		return nil, fmt.Errorf("fusefs: mounting on %s: %w", dir, err)
 	}
@@ -189,13 +219,25 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 			log.Printf("fusefs: readahead stays the kernel's: %v", err)
 		}
 	}
-	s := &Server{srv: srv, root: dir, done: make(chan struct{})}
+	s := &Server{srv: srv, uring: raw.uring, root: dir, done: make(chan struct{})}
 	go func() {
 		srv.Wait()
+		// The kernel has failed the rings' commands; their threads
+		// finish what they serve before the Files are closed.
+		raw.uring.waitIfStarted()
 		raw.closeAll()
 		close(s.done)
 	}()
 	return s, nil
+}
+
+// UringRequests is the number of requests served through io_uring
+// (Options.Uring) so far.
+func (s *Server) UringRequests() int64 {
+	if s.uring == nil {
+		return 0
+	}
+	return s.uring.requests()
 }
 
 // setReadahead sets the readahead of the FUSE mount on dir to ra bytes.
@@ -230,6 +272,10 @@ type rawFS struct {
 	nodes              nodeTable
 	handles            handleTable
 	srv                atomic.Pointer[fuse.Server] // set by Init
+
+	uringOpts *fuse.MountOptions // Options.Uring: the rings' mount options
+	uring     *uringTransport    // set by Init with uringOpts
+	uringErr  error              // why Init could not set the rings up
 }
 
 func newRawFS(fsys *ext4go.FS, o *Options) (*rawFS, error) {
@@ -903,7 +949,13 @@ func procStatus(pid uint32, key string) (value string, ok bool) {
 }
 
 // Init keeps the server, for notifications to the kernel.
-func (r *rawFS) Init(s *fuse.Server) { r.srv.Store(s) }
+// Init runs once INIT is answered, before any other request is served.
+func (r *rawFS) Init(s *fuse.Server) {
+	r.srv.Store(s)
+	if r.uringOpts != nil {
+		r.uring, r.uringErr = startUring(s, r, r.uringOpts)
+	}
+}
 
 // writeAppendOnly serves a write of the kernel's page cache to an
 // append-only file (writeback cache; only such files keep appending

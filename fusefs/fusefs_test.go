@@ -36,6 +36,10 @@ func requireFUSE(t *testing.T) {
 // (EXT4GO_TEST_WRITEBACK=1).
 var writeback = os.Getenv("EXT4GO_TEST_WRITEBACK") == "1"
 
+// uring runs the mount tests over FUSE-over-io_uring
+// (EXT4GO_TEST_URING=1; the fuse module's enable_uring must be Y).
+var uring = os.Getenv("EXT4GO_TEST_URING") == "1"
+
 // mount mounts image through fusefs on a fresh directory; the cleanup
 // unmounts and closes the FS if the test has not.
 func mount(t *testing.T, image string) (dir string, fsys *ext4go.FS, srv *fusefs.Server) {
@@ -49,7 +53,7 @@ func mount(t *testing.T, image string) (dir string, fsys *ext4go.FS, srv *fusefs
 		t.Fatal(err)
 	}
 	srv, err = fusefs.Mount(fsys, dir, &fusefs.Options{FsName: image, DefaultPermissions: true, AllowOther: true, UID: -1, GID: -1,
-		WritebackCache: writeback})
+		WritebackCache: writeback, Uring: uring})
 	if err != nil {
 		fsys.Close()
 		t.Fatal(err)

@@ -8,8 +8,11 @@
 #   fio (if installed): 4k random writes, 1 MiB sequential writes and
 #   reads, with 1, 2 and 4 jobs (BENCH_FIO_SECONDS each, default 5).
 # ext4go runs twice: as mounted by default, and with -o writeback_cache
-# (ext4go-wb); BENCH_IMPLS="kernel ext4go ext4go-nordp" picks others
-# (ext4go-nordp: -o no_readdirplus).
+# (ext4go-wb); where the kernel has FUSE over io_uring (the fuse module's
+# enable_uring, which the script sets to Y for the run and puts back after)
+# also with -o uring (ext4go-uring). BENCH_IMPLS="kernel ext4go ext4go-nordp"
+# picks others (ext4go-nordp: -o no_readdirplus; ext4go-uring-wb: -o
+# uring,writeback_cache).
 #
 #   scripts/bench-mount.sh [TREE] [N]
 #
@@ -22,18 +25,24 @@ TREE=${1:-/usr/local/go}
 N=${2:-50000}
 [ "$(id -u)" = 0 ] || { echo "bench-mount: must run as root" >&2; exit 2; }
 work=$(mktemp -d -t ext4go-bench.XXXXXX)
-trap 'umount "$work/mnt" 2>/dev/null || true; rm -rf "$work"' EXIT
+uring_param=/sys/module/fuse/parameters/enable_uring
+uring_old=$(cat "$uring_param" 2>/dev/null || true)
+trap 'umount "$work/mnt" 2>/dev/null || true; rm -rf "$work"; [ -z "$uring_old" ] || echo "$uring_old" > "$uring_param"' EXIT
 tar cf "$work/tree.tar" -C "$(dirname "$TREE")" "$(basename "$TREE")"
 mkdir "$work/mnt"
 impls=(kernel ext4go ext4go-wb)
+[ -n "$uring_old" ] && impls+=(ext4go-uring)
 command -v fuse2fs >/dev/null && [ -x /sbin/mount.fuse.fuse2fs ] && impls+=(fuse2fs)
 [ -n "${BENCH_IMPLS:-}" ] && read -ra impls <<<"$BENCH_IMPLS"
 FIO_SECONDS=${BENCH_FIO_SECONDS:-5}
+case " ${impls[*]} " in *" ext4go-uring"*) echo Y > "$uring_param" ;; esac
 
 mountit() { # IMPL
   case "$1" in
   kernel) mount -o loop "$work/img" "$work/mnt" ;;
   ext4go-wb) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,writeback_cache ;;
+  ext4go-uring) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,uring ;;
+  ext4go-uring-wb) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,uring,writeback_cache ;;
   ext4go-nordp) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,no_readdirplus ;;
   *) mount -t "fuse.$1" "$work/img" "$work/mnt" -o allow_other,default_permissions ;;
   esac
@@ -49,7 +58,7 @@ declare -A base
 report() { # WORKLOAD IMPL SECONDS
   local r=""
   if [ "$2" = kernel ]; then base[$1]=$3; else r=$(python3 -c "print(f'{$3/${base[$1]}:.2f}x the kernel time')"); fi
-  printf '%-28s %-8s %8.2f s  %s\n' "$1" "$2" "$3" "$r"
+  printf '%-28s %-15s %8.2f s  %s\n' "$1" "$2" "$3" "$r"
 }
 for impl in "${impls[@]}"; do
   fresh; mountit "$impl"
@@ -83,7 +92,7 @@ PY
   report "create $N" "$impl" "$c"; report "stat $N" "$impl" "$s"; report "ls -l $N" "$impl" "$l"; report "unlink $N" "$impl" "$u"
   for p in 1 2 4; do
     ops=$(ext4go bench fallocate2 --dir "$work/mnt" -p "$p" --json 2>/dev/null | python3 -c 'import json,sys; print(int(json.loads(sys.stdin.read().splitlines()[-1])["ops_per_sec"]))' || echo "?")
-    printf '%-28s %-8s %8s ops/s\n' "fallocate2 P=$p" "$impl" "${ops:-?}"
+    printf '%-28s %-15s %8s ops/s\n' "fallocate2 P=$p" "$impl" "${ops:-?}"
   done
   if command -v fio >/dev/null; then
     for job in "randwrite 4k" "write 1m" "read 1m"; do
@@ -96,7 +105,7 @@ import json, sys
 j = json.load(sys.stdin)["jobs"][0]
 side = j["read"] if j["read"]["bw_bytes"] else j["write"]
 print("%.1f" % (side["bw_bytes"] / 2**20))' || echo "?")
-        printf '%-28s %-8s %8s MiB/s\n' "fio $rw $bs P=$p" "$impl" "$mb"
+        printf '%-28s %-15s %8s MiB/s\n' "fio $rw $bs P=$p" "$impl" "$mb"
         # Each run starts from fresh files (fio lays them out again).
         rm -f "$work"/mnt/bench.*
       done

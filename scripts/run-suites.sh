@@ -12,7 +12,9 @@
 #   scripts/run-suites.sh all
 #
 # WRITEBACK=1 judges the mount with the kernel's writeback cache
-# (-o writeback_cache, through the helper mount.fuse.ext4go-wb).
+# (-o writeback_cache, through the helper mount.fuse.ext4go-wb); URING=1
+# judges it over FUSE-over-io_uring (-o uring, helper mount.fuse.ext4go-uring;
+# the script sets the fuse module's enable_uring to Y and puts it back).
 #
 # It builds ext4go into /usr/local/bin, installs scripts/mount.fuse.ext4go
 # as /sbin/mount.fuse.ext4go (and the -wb one), builds the suites once (their build.sh, which
@@ -28,8 +30,16 @@ what=${1:-all}
 go build -o /usr/local/bin/ext4go ./cmd/ext4go
 install -m 755 scripts/mount.fuse.ext4go /sbin/mount.fuse.ext4go
 install -m 755 scripts/mount.fuse.ext4go-wb /sbin/mount.fuse.ext4go-wb
+install -m 755 scripts/mount.fuse.ext4go-uring /sbin/mount.fuse.ext4go-uring
 HELPER=ext4go
 [ "${WRITEBACK:-0}" = 1 ] && HELPER=ext4go-wb
+if [ "${URING:-0}" = 1 ]; then
+  HELPER=ext4go-uring
+  uring_param=/sys/module/fuse/parameters/enable_uring
+  uring_old=$(cat "$uring_param")
+  trap 'echo "$uring_old" > "$uring_param"' EXIT
+  echo Y > "$uring_param"
+fi
 if [ ! -x "$CACHE/pjdfstest/pjdfstest" ] || [ ! -x "$CACHE/xfstests/check" ]; then
   bash "$SUITES/build.sh" "$SUITES/src" "$CACHE"
 fi
