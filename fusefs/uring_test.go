@@ -15,26 +15,6 @@ import (
 	"github.com/ext4go/ext4go/internal/testutil"
 )
 
-const uringParam = "/sys/module/fuse/parameters/enable_uring"
-
-// enableUring lets the kernel offer FUSE over io_uring for the test and
-// puts the module parameter back after. Servers that do not ask for the
-// transport are not affected by it.
-func enableUring(t *testing.T) {
-	t.Helper()
-	old, err := os.ReadFile(uringParam)
-	if err != nil {
-		t.Skipf("the kernel has no FUSE over io_uring (Linux 6.14+, CONFIG_FUSE_IO_URING): %v", err)
-	}
-	if strings.TrimSpace(string(old)) == "Y" {
-		return
-	}
-	if err := os.WriteFile(uringParam, []byte("Y"), 0); err != nil {
-		t.Skipf("cannot enable FUSE over io_uring (needs root): %v", err)
-	}
-	t.Cleanup(func() { os.WriteFile(uringParam, old, 0) })
-}
-
 // TestUringMatchesKernel: the scripted workload of every call, served
 // through the io_uring transport, gives the kernel's errnos and tree, the
 // requests went through the rings, and after the unmount e2fsck is clean
@@ -43,7 +23,7 @@ func enableUring(t *testing.T) {
 // it (go-fuse exports no accessor).
 func TestUringMatchesKernel(t *testing.T) {
 	requireFUSE(t)
-	enableUring(t)
+	testutil.EnableFUSEUring(t)
 	prev := uring
 	uring = true
 	t.Cleanup(func() { uring = prev })
@@ -74,7 +54,7 @@ func TestUringMatchesKernel(t *testing.T) {
 func TestUringTarDiff(t *testing.T) {
 	requireFUSE(t)
 	testutil.RequireMount(t)
-	enableUring(t)
+	testutil.EnableFUSEUring(t)
 	out, err := exec.Command("go", "env", "GOROOT").Output()
 	src := filepath.Join(strings.TrimSpace(string(out)), "src", "net")
 	if _, serr := os.Stat(src); err != nil || serr != nil {
@@ -141,14 +121,7 @@ func TestUringTarDiff(t *testing.T) {
 // not offer it fails before anything is mounted, with ErrNoUring.
 func TestUringUnavailable(t *testing.T) {
 	requireFUSE(t)
-	old, err := os.ReadFile(uringParam)
-	if err != nil {
-		t.Skipf("the kernel has no FUSE over io_uring: %v", err)
-	}
-	if err := os.WriteFile(uringParam, []byte("N"), 0); err != nil {
-		t.Skipf("cannot set %s (needs root): %v", uringParam, err)
-	}
-	t.Cleanup(func() { os.WriteFile(uringParam, old, 0) })
+	testutil.DisableFUSEUring(t)
 	image := filepath.Join(t.TempDir(), "img")
 	testutil.Mke2fs(t, image, 16<<20, "-t", "ext4")
 	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true})

@@ -177,11 +177,20 @@ func TestMountCommand(t *testing.T) {
 // workload that fsyncs loses nothing fsync'd: the kernel's mount of the
 // image replays the journal and has every fsync'd file with its content,
 // e2fsck is clean after it, and ext4go's own replay gives the kernel's
-// tree.
+// tree. It runs over /dev/fuse and over io_uring (-o uring; there the
+// kernel must also let go of ring entries whose thread died mid-request).
 func TestMountKill(t *testing.T) {
 	requireFUSE(t)
 	testutil.RequireMount(t)
 	bin := buildCLI(t)
+	t.Run("devfuse", func(t *testing.T) { testMountKill(t, bin, "commit=60") })
+	t.Run("uring", func(t *testing.T) {
+		testutil.EnableFUSEUring(t)
+		testMountKill(t, bin, "commit=60,uring")
+	})
+}
+
+func testMountKill(t *testing.T, bin, options string) {
 	for seed := range 3 {
 		img := filepath.Join(t.TempDir(), "disk.img")
 		mustCLI(t, "mkfs", "-q", "--size", "128M", img)
@@ -189,7 +198,7 @@ func TestMountKill(t *testing.T) {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(bin, "mount", "-f", "-o", "commit=60", img, dir)
+		cmd := exec.Command(bin, "mount", "-f", "-o", options, img, dir)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
