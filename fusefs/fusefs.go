@@ -48,6 +48,7 @@ import (
 	"io/fs"
 	"log"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -190,6 +191,15 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		}
 		mo.ExtraCapabilities |= fuse.CAP_OVER_IO_URING
 		raw.uringOpts = mo // Init sets the rings up
+		// The mount point as the mount table will show it, to find
+		// the connection if it must be aborted.
+		if raw.uringDir, err = filepath.Abs(dir); err == nil {
+			raw.uringDir, err = filepath.EvalSymlinks(raw.uringDir)
+		}
+		if err != nil {
+			raw.closeAll()
+			return nil, fmt.Errorf("fusefs: mounting on %s: %w", dir, err)
+		}
 	}
 	srv, err := fuse.NewServer(raw, dir, mo)
 	if err != nil {
@@ -199,9 +209,15 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 	go srv.Serve()
 	if raw.uringErr != nil {
 		// Requests wait in the kernel until every queue has an entry:
-		// unmount rather than hang.
-		srv.Unmount()
-		raw.uring.waitIfStarted()
+		// abort the connection (failing them and the entries' commands),
+		// then unmount, lazily if something still holds the mount.
+		abortErr := abortConnection(raw.uringDir)
+		if srv.Unmount() != nil {
+			unix.Unmount(raw.uringDir, unix.MNT_DETACH)
+		}
+		if abortErr == nil {
+			raw.uring.waitIfStarted()
+		}
 		raw.closeAll()
 		return nil, fmt.Errorf("fusefs: mounting on %s: %w", dir, raw.uringErr)
 	}
@@ -274,6 +290,7 @@ type rawFS struct {
 	srv                atomic.Pointer[fuse.Server] // set by Init
 
 	uringOpts *fuse.MountOptions // Options.Uring: the rings' mount options
+	uringDir  string             // and the mount point, resolved
 	uring     *uringTransport    // set by Init with uringOpts
 	uringErr  error              // why Init could not set the rings up
 }
@@ -953,7 +970,7 @@ func procStatus(pid uint32, key string) (value string, ok bool) {
 func (r *rawFS) Init(s *fuse.Server) {
 	r.srv.Store(s)
 	if r.uringOpts != nil {
-		r.uring, r.uringErr = startUring(s, r, r.uringOpts)
+		r.uring, r.uringErr = startUring(s, r, r.uringOpts, r.uringDir)
 	}
 }
 

@@ -12,10 +12,14 @@ package fusefs
 // Each entry has a thread of its own, locked to its goroutine and pinned
 // to its queue's CPU, with a ring of its own: a request that waits (an
 // fsync waiting for a commit) holds its entry only, and the queue's other
-// entries serve the other callers on that CPU. go-fuse's Server still
-// mounts, negotiates INIT, and serves what the kernel sends the classic
-// way (FORGET, INTERRUPT, replies to notifications); the ring entries'
-// requests go through a go-fuse ProtocolServer over the same RawFileSystem.
+// entries serve the other callers on that CPU (up to 8 entries for each
+// online CPU, 1 for CPUs possible but offline: the kernel wants an entry
+// in every queue). go-fuse's Server still mounts, negotiates INIT, and
+// serves what the kernel sends the classic way (FORGET, INTERRUPT); the
+// ring entries' requests go through a go-fuse ProtocolServer over the
+// same RawFileSystem. Replies to notifications come through the rings
+// too, where that ProtocolServer knows no retrieve request: the server
+// must not use InodeRetrieveCache (it does not).
 //
 // Invariants: an entry's buffers are written by the kernel only between
 // the submission of its REGISTER or COMMIT_AND_FETCH and the completion
@@ -24,10 +28,12 @@ package fusefs
 // after the kernel has failed its command (the connection is gone) or
 // after it could not set up; the transport's WaitGroup counts threads, and
 // the server closes its Files only after every thread has exited (Wait),
-// so no request runs on a closed File. An INTERRUPT for a ring request
-// finds no request in go-fuse's table and is answered EAGAIN: the kernel
-// asks again until the request ends, as it does for a request not yet
-// read.
+// so no request runs on a closed File. A thread that cannot go on (an
+// io_uring_enter failing for good) aborts the connection, so that no
+// caller waits for an answer that will never come. An INTERRUPT for a
+// ring request is dropped: go-fuse's Server does not know the request,
+// and the kernel does not find its answer among /dev/fuse's requests
+// (rawFS ignores cancellation anyway).
 
 import (
 	"encoding/binary"
@@ -37,18 +43,22 @@ import (
 	"os"
 	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/ext4go/ext4go/internal/mountinfo"
 )
 
 const (
-	uringThreadsPerCPU = 8 // entries (threads) of each CPU's queue
+	uringThreadsPerCPU = 8 // entries (threads) of an online CPU's queue, at most
 
 	ioringSetupSQE128  = 1 << 10
 	ioringSetupCQSize  = 1 << 3
@@ -96,12 +106,16 @@ func uringAvailable() error {
 	return nil
 }
 
+// uringSetupFault, when set (by tests), fails the setup of the entry
+// threads for which it returns an error.
+var uringSetupFault func(thread int) error
+
 // uringTransport serves the ring entries of one mount.
 type uringTransport struct {
 	ps      *fuse.ProtocolServer
-	devFd   int // our own dup of the server's /dev/fuse
-	payload int // bytes of each entry's payload buffer
-	debug   bool
+	devFd   int    // our own dup of the server's /dev/fuse
+	dir     string // the mount point, to find the connection to abort
+	payload int    // bytes of each entry's payload buffer
 	threads sync.WaitGroup
 	served  atomic.Int64 // requests answered through the rings
 }
@@ -110,7 +124,7 @@ type uringTransport struct {
 // been answered (the kernel refuses entries before), before any other
 // request is served. Requests wait in the kernel until every queue has
 // an entry.
-func startUring(srv *fuse.Server, raw fuse.RawFileSystem, mo *fuse.MountOptions) (*uringTransport, error) {
+func startUring(srv *fuse.Server, raw fuse.RawFileSystem, mo *fuse.MountOptions, dir string) (*uringTransport, error) {
 	ks := srv.KernelSettings()
 	if ks.Flags64()&fuse.CAP_OVER_IO_URING == 0 {
 		return nil, ErrNoUring
@@ -119,7 +133,7 @@ func startUring(srv *fuse.Server, raw fuse.RawFileSystem, mo *fuse.MountOptions)
 	if err != nil {
 		return nil, err
 	}
-	t := &uringTransport{ps: fuse.NewProtocolServer(raw, mo), devFd: fd, debug: mo.Debug}
+	t := &uringTransport{ps: fuse.NewProtocolServer(raw, mo), devFd: fd, dir: dir}
 	// kernel: fuse_uring_create: the payload holds the largest write
 	// or read, at least FUSE_MIN_READ_BUFFER.
 	t.payload = max(8192, mo.MaxWrite, ((mo.MaxWrite-1)/os.Getpagesize()+1)*os.Getpagesize())
@@ -127,18 +141,32 @@ func startUring(srv *fuse.Server, raw fuse.RawFileSystem, mo *fuse.MountOptions)
 		unix.Close(fd)
 		return nil, err
 	}
-	cpus, err := possibleCPUs()
+	queues, err := cpuList("possible")
 	if err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
+	online, err := cpuList("online")
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	// Enough entries that a few waiting requests do not hold a CPU's
+	// callers up, without thousands of threads on a large machine.
+	perCPU := max(2, min(uringThreadsPerCPU, 64/max(1, len(online))))
 	ready := make(chan error)
 	n := 0
-	for q := range cpus {
-		for range uringThreadsPerCPU {
+	// kernel: the rings have num_possible_cpus() queues, and a caller
+	// goes to the queue of the CPU it runs on.
+	for q := range len(queues) {
+		threads := 1
+		if slices.Contains(online, q) {
+			threads = perCPU
+		}
+		for range threads {
 			t.threads.Add(1)
+			go t.serve(q, n, ready)
 			n++
-			go t.serve(q, ready)
 		}
 	}
 	var first error
@@ -194,13 +222,13 @@ func serverDevFd(srv *fuse.Server) (int, error) {
 	return fd, nil
 }
 
-// possibleCPUs is the number of the kernel's queues (num_possible_cpus).
-func possibleCPUs() (int, error) {
-	b, err := os.ReadFile("/sys/devices/system/cpu/possible")
+// cpuList returns the CPUs of /sys/devices/system/cpu/<which> ("0-3,6").
+func cpuList(which string) ([]int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/" + which)
 	if err != nil {
-		return 0, fmt.Errorf("fusefs: io_uring transport: %w", err)
+		return nil, fmt.Errorf("fusefs: io_uring transport: %w", err)
 	}
-	n := 0
+	var cpus []int
 	for _, r := range strings.Split(strings.TrimSpace(string(b)), ",") {
 		lo, hi, found := strings.Cut(r, "-")
 		a, err1 := strconv.Atoi(lo)
@@ -209,12 +237,41 @@ func possibleCPUs() (int, error) {
 		if found {
 			z, err2 = strconv.Atoi(hi)
 		}
-		if err1 != nil || err2 != nil || z < a {
-			return 0, fmt.Errorf("fusefs: io_uring transport: possible CPUs %q", b)
+		if err1 != nil || err2 != nil || a < 0 || z < a || z >= 1<<16 {
+			return nil, fmt.Errorf("fusefs: io_uring transport: %s CPUs %q", which, b)
 		}
-		n = max(n, z+1)
+		for c := a; c <= z; c++ {
+			cpus = append(cpus, c)
+		}
 	}
-	return n, nil
+	return cpus, nil
+}
+
+// abortConnection aborts the FUSE connection mounted on dir (through the
+// fusectl filesystem, without touching the mount itself): every request
+// waiting for an answer fails, and so does every ring command. For a
+// connection that can no longer be served.
+func abortConnection(dir string) error {
+	mounts, err := mountinfo.Read()
+	if err != nil {
+		return err
+	}
+	for _, m := range mounts {
+		if m.Point == dir && strings.HasPrefix(m.FSType, "fuse") {
+			path := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", unix.Minor(m.Dev))
+			return os.WriteFile(path, []byte("1"), 0)
+		}
+	}
+	return fmt.Errorf("no FUSE mount on %s", dir)
+}
+
+// fail ends a thread that cannot serve its entry any more: the
+// connection is aborted rather than leave callers waiting.
+func (t *uringTransport) fail(qid int, err error) {
+	log.Printf("fusefs: io_uring queue %d: %v; aborting the connection", qid, err)
+	if err := abortConnection(t.dir); err != nil {
+		log.Printf("fusefs: io_uring: abort: %v", err)
+	}
 }
 
 // ring is one io_uring instance with SQE128 entries, used by one thread.
@@ -308,20 +365,28 @@ func (r *ring) sqe() []byte {
 	return s
 }
 
-// enter submits what is pending and waits for wait completions.
+// enter submits what is pending and waits for wait completions. Errors
+// that pass (no memory for now, a signal) are retried.
 func (r *ring) enter(wait uint32) error {
+	backoff := time.Millisecond
 	for {
-		_, _, e := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(r.pending), uintptr(wait), ioringEnterGetev, 0, 0)
-		if e == unix.EINTR {
-			// The SQEs were consumed before the wait was interrupted.
-			r.pending = 0
-			continue
+		n, _, e := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(r.pending), uintptr(wait), ioringEnterGetev, 0, 0)
+		if e == 0 {
+			r.pending -= min(r.pending, uint32(n))
+			if r.pending == 0 {
+				return nil
+			}
+			continue // partly submitted: submit the rest
 		}
-		if e != 0 {
+		switch e {
+		case unix.EINTR:
+			// Nothing was submitted (else the count is returned).
+		case unix.EAGAIN, unix.ENOMEM, unix.EBUSY:
+			time.Sleep(backoff)
+			backoff = min(2*backoff, 100*time.Millisecond)
+		default:
 			return e
 		}
-		r.pending = 0
-		return nil
 	}
 }
 
@@ -387,7 +452,7 @@ func (t *uringTransport) command(sqe []byte, op uint32, e *entry, qid int, commi
 
 // serve is one entry's thread on queue qid: register, then answer and
 // fetch until the connection ends.
-func (t *uringTransport) serve(qid int, ready chan<- error) {
+func (t *uringTransport) serve(qid, thread int, ready chan<- error) {
 	defer t.threads.Done()
 	// Completions run as task work on the thread that submitted: keep
 	// this goroutine on this thread (it ends with the goroutine).
@@ -400,15 +465,31 @@ func (t *uringTransport) serve(qid int, ready chan<- error) {
 		ready <- fmt.Errorf("fusefs: io_uring transport: %w", err)
 		return
 	}
-	defer r.close()
 	e, err := newEntry(t.payload)
+	if err == nil && uringSetupFault != nil {
+		if err = uringSetupFault(thread); err != nil {
+			unix.Munmap(e.mem)
+		}
+	}
 	if err != nil {
+		r.close()
 		ready <- fmt.Errorf("fusefs: io_uring transport: %w", err)
 		return
 	}
-	defer unix.Munmap(e.mem)
+	// The entry's memory goes back only once the kernel has let go of
+	// it: after a completion that failed the command, or if it never
+	// had it. Otherwise (the ring closed with a command pending) it
+	// stays mapped, a leak rather than a write into reused memory.
+	released := true
+	defer func() {
+		r.close()
+		if released {
+			unix.Munmap(e.mem)
+		}
+	}()
 	last, commitID := uint32(fuseUringRegister), uint64(0)
 	t.command(r.sqe(), last, e, qid, 0)
+	released = false
 	err = r.enter(0)
 	if err == nil {
 		// A REGISTER the kernel refuses completes at once.
@@ -416,6 +497,9 @@ func (t *uringTransport) serve(qid int, ready chan<- error) {
 			r.cqe()
 			err = fmt.Errorf("fusefs: io_uring transport: registering queue %d: %w", qid, unix.Errno(-res))
 		}
+	}
+	if err != nil {
+		released = true // a refused REGISTER has completed; an unsubmitted one never reached the kernel
 	}
 	ready <- err
 	if err != nil {
@@ -429,18 +513,18 @@ func (t *uringTransport) serve(qid int, ready chan<- error) {
 		_, res, ok := r.cqe()
 		if !ok {
 			if err := r.enter(1); err != nil {
-				log.Printf("fusefs: io_uring queue %d: %v", qid, err)
+				t.fail(qid, err)
 				return
 			}
 			continue
 		}
-		switch {
-		case res == -int32(unix.EAGAIN) || res == -int32(unix.EINTR):
-			t.command(r.sqe(), last, e, qid, commitID)
-			continue
-		case res < 0:
-			if res != -int32(unix.ENOTCONN) && res != -int32(unix.ECONNABORTED) && res != -int32(unix.ENODEV) {
-				log.Printf("fusefs: io_uring queue %d: %v", qid, unix.Errno(-res))
+		if res < 0 {
+			// The kernel has failed the command and let go of the
+			// entry: the connection is gone (unmount, abort) or
+			// the command was wrong.
+			released = true
+			if res != -int32(unix.ENOTCONN) && res != -int32(unix.ECONNABORTED) && res != -int32(unix.ENODEV) && res != -int32(unix.ECANCELED) {
+				t.fail(qid, unix.Errno(-res))
 			}
 			return
 		}

@@ -1,10 +1,12 @@
 package testutil
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,86 +15,149 @@ import (
 // FUSE over io_uring to servers that ask for it.
 const FUSEUringParam = "/sys/module/fuse/parameters/enable_uring"
 
+// Tests of several packages run at once and share the parameter through
+// two lock files in the temporary directory:
+//
+//   - the guard, held exclusively for every change of the parameter or of
+//     the users' lock, records the value found before the first user;
+//   - the users' lock is held shared by every test that needs the
+//     transport, for as long as it does. Only under the guard does anyone
+//     try it exclusively: the first user (nobody held it) records the
+//     value, the last (nobody else holds it) puts it back.
+//
+// A test that needs the transport off (DisableFUSEUring) holds both
+// exclusively for its whole run. (scripts/run-suites.sh and bench-mount.sh
+// set the parameter without these locks: do not run them beside the tests.)
+type uringLocks struct{ guard, users *os.File }
+
+func openUringLocks(t testing.TB) uringLocks {
+	t.Helper()
+	var l uringLocks
+	var err error
+	dir := os.TempDir()
+	if l.guard, err = os.OpenFile(filepath.Join(dir, "ext4go-fuse-uring.guard"), os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+		l.users, err = os.OpenFile(filepath.Join(dir, "ext4go-fuse-uring.users"), os.O_RDWR|os.O_CREATE, 0o600)
+	}
+	if err != nil {
+		l.close()
+		t.Skipf("FUSE over io_uring: %v", err)
+	}
+	return l
+}
+
+func (l uringLocks) close() {
+	for _, f := range []*os.File{l.guard, l.users} {
+		if f != nil {
+			f.Close() // drops its locks
+		}
+	}
+}
+
+// flock is flock(2) retried on EINTR.
+func flock(f *os.File, how int) error {
+	for {
+		err := unix.Flock(int(f.Fd()), how)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
 // EnableFUSEUring lets the kernel offer FUSE over io_uring for the rest of
 // the test, skipping it (with the reason) where the kernel has no such
 // transport or the parameter cannot be written (not root). Servers that do
 // not ask for the transport are not affected by the parameter.
-//
-// Tests of several packages run at once: each holds a shared lock on a
-// file in the temporary directory while it needs the parameter; the first
-// records the value it found there, and the last to leave puts it back.
 func EnableFUSEUring(t testing.TB) {
 	t.Helper()
 	if _, err := os.Stat(FUSEUringParam); err != nil {
 		t.Skipf("the kernel has no FUSE over io_uring (Linux 6.14+, CONFIG_FUSE_IO_URING): %v", err)
 	}
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "ext4go-fuse-uring.lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		t.Skipf("FUSE over io_uring: %v", err)
+	l := openUringLocks(t)
+	fail := func(format string, args ...any) {
+		t.Helper()
+		l.close()
+		t.Fatalf(format, args...)
 	}
-	fd := int(lock.Fd())
-	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-		lock.Close()
-		t.Fatalf("lock %s: %v", lock.Name(), err)
+	if err := flock(l.guard, unix.LOCK_EX); err != nil {
+		fail("lock %s: %v", l.guard.Name(), err)
 	}
-	old, err := os.ReadFile(lock.Name())
-	if err == nil && len(old) == 0 {
-		old, err = os.ReadFile(FUSEUringParam)
+	if flock(l.users, unix.LOCK_EX|unix.LOCK_NB) == nil {
+		// The first user: record what the parameter was.
+		old, err := os.ReadFile(FUSEUringParam)
 		if err == nil {
-			_, err = lock.WriteAt(old, 0)
+			err = l.guard.Truncate(0)
+		}
+		if err == nil {
+			_, err = l.guard.WriteAt(old, 0)
+		}
+		if err != nil {
+			fail("record %s: %v", FUSEUringParam, err)
 		}
 	}
-	if err == nil {
-		err = os.WriteFile(FUSEUringParam, []byte("Y"), 0)
+	// Under the guard nobody else tries the users' lock exclusively, so
+	// the change to shared cannot let anyone in between.
+	if err := flock(l.users, unix.LOCK_SH); err != nil {
+		fail("lock %s: %v", l.users.Name(), err)
 	}
-	if err != nil {
-		unix.Flock(fd, unix.LOCK_UN)
-		lock.Close()
+	if err := os.WriteFile(FUSEUringParam, []byte("Y"), 0); err != nil {
+		leaveUring(l)
 		t.Skipf("cannot enable FUSE over io_uring (needs root): %v", err)
 	}
-	unix.Flock(fd, unix.LOCK_SH)
+	flock(l.guard, unix.LOCK_UN)
 	t.Cleanup(func() {
-		defer lock.Close()
-		// Only the last holder gets the lock exclusively.
-		if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
-			unix.Flock(fd, unix.LOCK_UN)
-			return
-		}
+		flock(l.guard, unix.LOCK_EX)
+		leaveUring(l)
+	})
+}
+
+// leaveUring drops a user's shared lock, holding the guard; the last user
+// puts the recorded value back.
+func leaveUring(l uringLocks) {
+	defer l.close()
+	flock(l.users, unix.LOCK_UN)
+	if flock(l.users, unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return // others still need it
+	}
+	if old, err := os.ReadFile(l.guard.Name()); err == nil {
 		if v := strings.TrimSpace(string(old)); v != "" {
 			os.WriteFile(FUSEUringParam, []byte(v), 0)
 		}
-		lock.Truncate(0)
-		unix.Flock(fd, unix.LOCK_UN)
-	})
+	}
+	l.guard.Truncate(0)
 }
 
 // DisableFUSEUring makes the kernel refuse FUSE over io_uring for the rest
 // of the test (to check how a server asking for it fails), skipping where
 // the parameter cannot be written. It waits until no test needs the
-// transport (EnableFUSEUring) and keeps others out until it ends.
+// transport (EnableFUSEUring) and keeps them out until it ends.
 func DisableFUSEUring(t testing.TB) {
 	t.Helper()
-	old, err := os.ReadFile(FUSEUringParam)
-	if err != nil {
+	if _, err := os.Stat(FUSEUringParam); err != nil {
 		t.Skipf("the kernel has no FUSE over io_uring: %v", err)
 	}
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "ext4go-fuse-uring.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	l := openUringLocks(t)
+	for {
+		if err := flock(l.guard, unix.LOCK_EX); err != nil {
+			l.close()
+			t.Fatalf("lock %s: %v", l.guard.Name(), err)
+		}
+		if flock(l.users, unix.LOCK_EX|unix.LOCK_NB) == nil {
+			break
+		}
+		// Users leave under the guard: let them.
+		flock(l.guard, unix.LOCK_UN)
+		time.Sleep(20 * time.Millisecond)
+	}
+	old, err := os.ReadFile(FUSEUringParam)
+	if err == nil {
+		err = os.WriteFile(FUSEUringParam, []byte("N"), 0)
+	}
 	if err != nil {
-		t.Skipf("FUSE over io_uring: %v", err)
-	}
-	fd := int(lock.Fd())
-	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-		lock.Close()
-		t.Fatalf("lock %s: %v", lock.Name(), err)
-	}
-	if err := os.WriteFile(FUSEUringParam, []byte("N"), 0); err != nil {
-		unix.Flock(fd, unix.LOCK_UN)
-		lock.Close()
+		l.close()
 		t.Skipf("cannot set %s (needs root): %v", FUSEUringParam, err)
 	}
 	t.Cleanup(func() {
 		os.WriteFile(FUSEUringParam, []byte(strings.TrimSpace(string(old))), 0)
-		unix.Flock(fd, unix.LOCK_UN)
-		lock.Close()
+		l.close()
 	})
 }
