@@ -8,9 +8,11 @@ type uringTransport struct{}
 
 func uringAvailable() error { return ErrNoUring }
 
-func startUring(*fuse.Server, fuse.RawFileSystem, *fuse.MountOptions) (*uringTransport, error) {
+func startUring(*fuse.Server, fuse.RawFileSystem, *fuse.MountOptions, string) (*uringTransport, error) {
 	return nil, ErrNoUring
 }
 
 func (*uringTransport) waitIfStarted()  {}
 func (*uringTransport) requests() int64 { return 0 }
+
+func abortConnection(string) error { return ErrNoUring }
