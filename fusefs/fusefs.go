@@ -100,6 +100,14 @@ type Options struct {
 	// NoReaddirPlus turns READDIRPLUS off: listings then carry no
 	// attributes, and the kernel looks each name up on its own.
 	NoReaddirPlus bool
+	// CachedWriteOnly keeps the page cache for files opened write-only.
+	// By default (without WritebackCache) their writes go to the server
+	// as they are (FOPEN_DIRECT_IO): a write() is one request, where the
+	// kernel's cached path splits one that starts or ends inside a page
+	// and asks for security.capability before the first; the kernel
+	// drops any pages other opens cached of the range written. The data
+	// written is then not in the page cache for a later read.
+	CachedWriteOnly bool
 	// Uring serves requests over FUSE-over-io_uring (Linux 6.14+ with
 	// the fuse module's enable_uring set) instead of read and write on
 	// /dev/fuse: a request costs about a third less round trip. Mount
@@ -851,7 +859,7 @@ func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, o
 		return st
 	}
 	out.Fh = r.handles.add(f, appending)
-	out.OpenFlags |= keepCache
+	out.OpenFlags |= keepCache | r.directWrite(in.Flags)
 	return fuse.OK
 }
 
@@ -864,6 +872,18 @@ func (r *rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, o
 // or read a moment ago came back to the server.
 const keepCache = fuse.FOPEN_KEEP_CACHE
 
+// directWrite is FOPEN_DIRECT_IO for a write-only open unless the page
+// cache is wanted (Options.CachedWriteOnly, WritebackCache). No pages can
+// be mapped through a write-only open, and the kernel invalidates what
+// other opens cached of each range written, before and after the write
+// (fuse_direct_io, fuse_direct_write_iter).
+func (r *rawFS) directWrite(flags uint32) uint32 {
+	if r.o.CachedWriteOnly || r.o.WritebackCache || flags&syscall.O_ACCMODE != syscall.O_WRONLY {
+		return 0
+	}
+	return fuse.FOPEN_DIRECT_IO
+}
+
 func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	n, st := r.node(in.NodeId)
 	if !st.Ok() {
@@ -874,7 +894,7 @@ func (r *rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 		return status(err)
 	}
 	out.Fh = r.handles.add(f, appending)
-	out.OpenFlags |= keepCache
+	out.OpenFlags |= keepCache | r.directWrite(in.Flags)
 	return fuse.OK
 }
 

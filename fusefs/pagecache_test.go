@@ -45,10 +45,10 @@ func TestMountPageCache(t *testing.T) {
 			t.Fatalf("after %s the mount reads %d bytes that differ from the model (%d bytes)", step, len(got), len(model))
 		}
 	}
-	withFile := func(step string, fn func(fd int) error) {
+	withFileFlags := func(step string, flags int, fn func(fd int) error) {
 		t.Helper()
 		check("before " + step) // the pages are cached
-		fd, err := unix.Open(name, unix.O_RDWR, 0)
+		fd, err := unix.Open(name, flags, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,6 +58,10 @@ func TestMountPageCache(t *testing.T) {
 			t.Fatalf("%s: %v", step, err)
 		}
 		check(step)
+	}
+	withFile := func(step string, fn func(fd int) error) {
+		t.Helper()
+		withFileFlags(step, unix.O_RDWR, fn)
 	}
 	zero := func(off, n int) { clear(model[off : off+n]) }
 
@@ -102,6 +106,40 @@ func TestMountPageCache(t *testing.T) {
 		model = append(model, "tail"...)
 		_, err := unix.Pwrite(fd, []byte("tail"), 80000)
 		return err
+	})
+	// Write-only opens bypass the page cache (directWrite): the kernel
+	// must drop what the other opens cached, mapped pages included.
+	withFileFlags("write-only overwrite across pages", unix.O_WRONLY, func(fd int) error {
+		w := bytes.Repeat([]byte("W"), 10000)
+		copy(model[3000:], w)
+		_, err := unix.Pwrite(fd, w, 3000)
+		return err
+	})
+	withFileFlags("write-only append", unix.O_WRONLY|unix.O_APPEND, func(fd int) error {
+		model = append(model, "appended"...)
+		_, err := unix.Write(fd, []byte("appended"))
+		return err
+	})
+	withFileFlags("write-only write under a mapping", unix.O_WRONLY, func(fd int) error {
+		rfd, err := unix.Open(name, unix.O_RDONLY, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(rfd)
+		m, err := unix.Mmap(rfd, 0, 16384, unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			return err
+		}
+		defer unix.Munmap(m)
+		_ = m[12000] // the page is mapped and cached
+		copy(model[12000:], "under the map")
+		if _, err := unix.Pwrite(fd, []byte("under the map"), 12000); err != nil {
+			return err
+		}
+		if got := string(m[12000 : 12000+13]); got != "under the map" {
+			return fmt.Errorf("the mapping still shows %q after the write", got)
+		}
+		return nil
 	})
 	withFile("mmap write", func(fd int) error {
 		m, err := unix.Mmap(fd, 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)

@@ -107,6 +107,8 @@ func parseMountOptions(list []string) (*mountConfig, error) {
 				return nil, usagef("mount option max_readahead wants a number of bytes above 0")
 			}
 			c.fuse.MaxReadahead = n
+		case "cached_write_only":
+			c.fuse.CachedWriteOnly = true
 		case "uring":
 			c.fuse.Uring = true
 		case "no_uring":
@@ -141,7 +143,7 @@ func runMount(e *env, args []string) error {
 	fg := s.Bool("f", false, "stay in the foreground (else the command returns once the mount is live, leaving a daemon)")
 	var olist []string
 	s.add("o", "OPTIONS", "comma-separated mount options: ro, rw, allow_other, default_permissions, uid=N, gid=N (owner of new files), "+
-		"noatime, relatime (default), strictatime, lazytime, nolazytime (default), commit=SECONDS, fsname=NAME, writeback_cache, no_readdirplus, max_readahead=BYTES, uring, debug, "+
+		"noatime, relatime (default), strictatime, lazytime, nolazytime (default), commit=SECONDS, fsname=NAME, writeback_cache, no_readdirplus, max_readahead=BYTES, cached_write_only, uring, debug, "+
 		"suid, dev, exec (and their no- forms)", "",
 		func(v string) error { olist = append(olist, strings.Split(v, ",")...); return nil })
 	if err := s.Parse(args); err != nil {
