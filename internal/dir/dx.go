@@ -89,8 +89,8 @@ func IsDxNode(b []byte, f Format) bool {
 
 // parseDxEntries decodes the count/limit header at off and the entries after
 // it, checking limit == want, 1 ≤ count ≤ limit and that hashes never go
-// down.
-func parseDxEntries(b []byte, off, want int, what string) (uint16, []DxEntry, error) {
+// down. The entries go into dst's array when it is large enough.
+func parseDxEntries(b []byte, off, want int, what string, dst []DxEntry) (uint16, []DxEntry, error) {
 	limit := int(binary.LittleEndian.Uint16(b[off:]))
 	count := int(binary.LittleEndian.Uint16(b[off+2:]))
 	if limit != want {
@@ -100,8 +100,14 @@ func parseDxEntries(b []byte, off, want int, what string) (uint16, []DxEntry, er
 		return 0, nil, fserr.Corrupt(what, "dx count %d beyond limit %d", count, limit)
 	}
 	// want was derived from the block size, so count entries fit.
-	es := make([]DxEntry, count)
+	var es []DxEntry
+	if cap(dst) >= count {
+		es = dst[:count]
+	} else {
+		es = make([]DxEntry, count)
+	}
 	for i := range es {
+		es[i].Hash = 0
 		p := b[off+i*dxEntrySize:]
 		if i > 0 {
 			es[i].Hash = binary.LittleEndian.Uint32(p)
@@ -120,19 +126,30 @@ func parseDxEntries(b []byte, off, want int, what string) (uint16, []DxEntry, er
 // no unknown flags, indirect_levels below MaxLevels, and a count/limit that
 // matches the block size. Siphash roots give an *fserr.UnsupportedError.
 func ParseDxRoot(b []byte, f Format) (*DxRoot, error) {
+	r := new(DxRoot)
+	if err := parseDxRoot(b, f, r, nil); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// parseDxRoot is ParseDxRoot into r, with the entries in dst's array when
+// it is large enough (lookups parse the root of every indexed directory
+// they search: no allocation).
+func parseDxRoot(b []byte, f Format, r *DxRoot, dst []DxEntry) error {
 	const what = "htree root"
 	if len(b) != f.BlockSize || !ValidBlockSize(f.BlockSize) {
-		return nil, fserr.Corrupt(what, "%d bytes, want block size %d", len(b), f.BlockSize)
+		return fserr.Corrupt(what, "%d bytes, want block size %d", len(b), f.BlockSize)
 	}
 	dotIno, dotLen, dotNameLen, _ := readDirent(b, 0, &f)
 	if dotLen != minRecLen || dotNameLen != 1 || b[8] != '.' {
-		return nil, fserr.Corrupt(what, `bad "." entry (rec_len %d, name_len %d)`, dotLen, dotNameLen)
+		return fserr.Corrupt(what, `bad "." entry (rec_len %d, name_len %d)`, dotLen, dotNameLen)
 	}
 	ddIno, ddLen, ddNameLen, _ := readDirent(b, minRecLen, &f)
 	if ddLen != f.BlockSize-minRecLen || ddNameLen != 2 || b[20] != '.' || b[21] != '.' {
-		return nil, fserr.Corrupt(what, `bad ".." entry (rec_len %d, name_len %d)`, ddLen, ddNameLen)
+		return fserr.Corrupt(what, `bad ".." entry (rec_len %d, name_len %d)`, ddLen, ddNameLen)
 	}
-	r := &DxRoot{
+	*r = DxRoot{
 		DotInode:       dotIno,
 		DotDotInode:    ddIno,
 		HashVersion:    b[28],
@@ -140,51 +157,61 @@ func ParseDxRoot(b []byte, f Format) (*DxRoot, error) {
 		UnusedFlags:    b[31],
 	}
 	if infoLen := b[29]; infoLen != dxRootInfoLen {
-		return nil, fserr.Corrupt(what, "info_length %d, want %d", infoLen, dxRootInfoLen)
+		return fserr.Corrupt(what, "info_length %d, want %d", infoLen, dxRootInfoLen)
 	}
 	switch r.HashVersion {
 	case HashLegacy, HashHalfMD4, HashTea:
 	case HashSiphash:
-		return nil, &fserr.UnsupportedError{Feature: "siphash directory hash", Detail: "casefolded encrypted directories"}
+		return &fserr.UnsupportedError{Feature: "siphash directory hash", Detail: "casefolded encrypted directories"}
 	default:
-		return nil, fserr.Corrupt(what, "unrecognised hash version %d", r.HashVersion)
+		return fserr.Corrupt(what, "unrecognised hash version %d", r.HashVersion)
 	}
 	if r.UnusedFlags&1 != 0 {
-		return nil, fserr.Corrupt(what, "unimplemented hash flags %#x", r.UnusedFlags)
+		return fserr.Corrupt(what, "unimplemented hash flags %#x", r.UnusedFlags)
 	}
 	if int(r.IndirectLevels) >= MaxLevels(f) {
-		return nil, fserr.Corrupt(what, "indirect_levels %d exceeds the supported %d (largedir %v)", r.IndirectLevels, MaxLevels(f)-1, f.LargeDir)
+		return fserr.Corrupt(what, "indirect_levels %d exceeds the supported %d (largedir %v)", r.IndirectLevels, MaxLevels(f)-1, f.LargeDir)
 	}
-	limit, es, err := parseDxEntries(b, dxRootCountOff, DxRootLimit(f), what)
+	limit, es, err := parseDxEntries(b, dxRootCountOff, DxRootLimit(f), what, dst)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	r.Limit, r.Entries = limit, es
 	if f.Csum {
 		r.Checksum = binary.LittleEndian.Uint32(b[dxRootCountOff+int(limit)*dxEntrySize+4:])
 	}
-	return r, nil
+	return nil
 }
 
 // ParseDxNode decodes and validates an interior htree block: a fake unused
 // dirent spanning the block, then count/limit and the entries.
 func ParseDxNode(b []byte, f Format) (*DxNode, error) {
-	const what = "htree node"
-	if len(b) != f.BlockSize || !ValidBlockSize(f.BlockSize) {
-		return nil, fserr.Corrupt(what, "%d bytes, want block size %d", len(b), f.BlockSize)
-	}
-	if !IsDxNode(b, f) {
-		return nil, fserr.Corrupt(what, "fake dirent is not an empty entry spanning the block")
-	}
-	limit, es, err := parseDxEntries(b, dxNodeCountOff, DxNodeLimit(f), what)
-	if err != nil {
+	n := new(DxNode)
+	if err := parseDxNode(b, f, n, nil); err != nil {
 		return nil, err
 	}
-	n := &DxNode{Limit: limit, Entries: es}
+	return n, nil
+}
+
+// parseDxNode is ParseDxNode into n, with the entries in dst's array when
+// it is large enough.
+func parseDxNode(b []byte, f Format, n *DxNode, dst []DxEntry) error {
+	const what = "htree node"
+	if len(b) != f.BlockSize || !ValidBlockSize(f.BlockSize) {
+		return fserr.Corrupt(what, "%d bytes, want block size %d", len(b), f.BlockSize)
+	}
+	if !IsDxNode(b, f) {
+		return fserr.Corrupt(what, "fake dirent is not an empty entry spanning the block")
+	}
+	limit, es, err := parseDxEntries(b, dxNodeCountOff, DxNodeLimit(f), what, dst)
+	if err != nil {
+		return err
+	}
+	*n = DxNode{Limit: limit, Entries: es}
 	if f.Csum {
 		n.Checksum = binary.LittleEndian.Uint32(b[dxNodeCountOff+int(limit)*dxEntrySize+4:])
 	}
-	return n, nil
+	return nil
 }
 
 // putDxEntries writes count/limit and the entries at off.

@@ -437,10 +437,12 @@ func (e *Editor) dxAdd(ent Entry) error {
 	}
 	// Each restart adds a level or splits one index block; the depth
 	// bounds how many a single Add needs.
+	sc := getDxScratch()
+	defer putDxScratch(sc)
 	for pass := 0; pass <= 2*dxMaxLevelsLarge; pass++ {
 		d = e.Dir()
-		r, err := d.root()
-		if err != nil {
+		r := &sc.root
+		if err := d.rootInto(r, sc.entries[:0]); err != nil {
 			return err
 		}
 		eff := EffectiveVersion(r.HashVersion, e.HashUnsigned)
@@ -448,7 +450,7 @@ func (e *Editor) dxAdd(ent Entry) error {
 		if err != nil {
 			return err
 		}
-		frames, err := d.probe(r, h)
+		frames, err := d.probeInto(r, h, sc.frames[:0], sc)
 		if err != nil {
 			return err
 		}

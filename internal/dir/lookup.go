@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync"
 
 	"github.com/ext4go/ext4go/internal/fserr"
 )
@@ -132,15 +133,22 @@ func (d *Dir) parseLeafOpt(lblk uint32, b []byte, copyNames bool) (*Block, error
 }
 
 // root reads, verifies and parses the htree root.
-// The block is looked at in place: the parse copies what it keeps.
 func (d *Dir) root() (*DxRoot, error) {
-	var r *DxRoot
-	err := d.viewBlock(0, "htree root", true, func(b []byte) error {
+	r := new(DxRoot)
+	if err := d.rootInto(r, nil); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// rootInto is root into r, its entries in dst's array when it is large
+// enough. The block is looked at in place: the parse copies what it keeps.
+func (d *Dir) rootInto(r *DxRoot, dst []DxEntry) error {
+	return d.viewBlock(0, "htree root", true, func(b []byte) error {
 		if err := VerifyDxChecksum(b, d.Format, d.CsumSeed); err != nil {
 			return fserr.At(err, 0, d.Ino)
 		}
-		var err error
-		if r, err = ParseDxRoot(b, d.Format); err != nil {
+		if err := parseDxRoot(b, d.Format, r, dst); err != nil {
 			var ce *fserr.CorruptError
 			if errors.As(err, &ce) {
 				return &errBadIndex{fserr.At(err, 0, d.Ino)}
@@ -149,26 +157,52 @@ func (d *Dir) root() (*DxRoot, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
+}
+
+// dxScratch holds what one lookup or insert walks through an htree with:
+// the root and its entries (a 4 KiB block's root holds 508) and the path.
+// Pooled: every lookup in an indexed directory parses its root, and
+// allocating those entries each time was a quarter of a lookup's time.
+type dxScratch struct {
+	root    DxRoot
+	entries [512]DxEntry
+	node    DxNode
+	levels  [dxMaxLevelsLarge - 1][512]DxEntry // the interior nodes' entries, by level
+	frames  [dxMaxLevelsLarge]frame
+}
+
+var dxScratchPool = sync.Pool{New: func() any { return new(dxScratch) }}
+
+func getDxScratch() *dxScratch { return dxScratchPool.Get().(*dxScratch) }
+
+// putDxScratch returns sc to the pool; nothing may use it after.
+func putDxScratch(sc *dxScratch) {
+	sc.root.Entries, sc.node.Entries = nil, nil
+	clear(sc.frames[:]) // drop interior nodes' entries read outside the arrays
+	dxScratchPool.Put(sc)
 }
 
 // node reads, verifies and parses an interior htree block.
 func (d *Dir) node(lblk uint32) (*DxNode, error) {
-	b, err := d.block(lblk, "htree node", true)
-	if err != nil {
+	n := new(DxNode)
+	if err := d.nodeInto(lblk, n, nil); err != nil {
 		return nil, err
 	}
-	if err := VerifyDxChecksum(b, d.Format, d.CsumSeed); err != nil {
-		return nil, fserr.At(err, int64(lblk), d.Ino)
-	}
-	n, err := ParseDxNode(b, d.Format)
-	if err != nil {
-		return nil, &errBadIndex{fserr.At(err, int64(lblk), d.Ino)}
-	}
 	return n, nil
+}
+
+// nodeInto is node into n, its entries in dst's array when it is large
+// enough. The block is looked at in place: the parse copies what it keeps.
+func (d *Dir) nodeInto(lblk uint32, n *DxNode, dst []DxEntry) error {
+	return d.viewBlock(lblk, "htree node", true, func(b []byte) error {
+		if err := VerifyDxChecksum(b, d.Format, d.CsumSeed); err != nil {
+			return fserr.At(err, int64(lblk), d.Ino)
+		}
+		if err := parseDxNode(b, d.Format, n, dst); err != nil {
+			return &errBadIndex{fserr.At(err, int64(lblk), d.Ino)}
+		}
+		return nil
+	})
 }
 
 // frame is one level of an htree path: the entries of a root or node and
@@ -182,7 +216,13 @@ type frame struct {
 // probe walks from the root to the leaf whose range holds hash (kernel:
 // dx_probe) and returns the path, root first.
 func (d *Dir) probe(r *DxRoot, hash uint32) ([]frame, error) {
-	frames := make([]frame, 0, int(r.IndirectLevels)+1)
+	return d.probeInto(r, hash, make([]frame, 0, int(r.IndirectLevels)+1), nil)
+}
+
+// probeInto is probe with the path appended to frames (its array reused
+// when large enough) and, with sc, the interior nodes parsed into sc.
+func (d *Dir) probeInto(r *DxRoot, hash uint32, frames []frame, sc *dxScratch) ([]frame, error) {
+	frames = frames[:0]
 	entries, blk := r.Entries, uint32(0)
 	for level := 0; ; level++ {
 		at := searchDx(entries, hash)
@@ -196,6 +236,13 @@ func (d *Dir) probe(r *DxRoot, hash uint32) ([]frame, error) {
 		}
 		if level == int(r.IndirectLevels) {
 			return frames, nil
+		}
+		if sc != nil && level < len(sc.levels) {
+			if err := d.nodeInto(next, &sc.node, sc.levels[level][:0]); err != nil {
+				return nil, err
+			}
+			entries, blk = sc.node.Entries, next
+			continue
 		}
 		n, err := d.node(next)
 		if err != nil {
@@ -328,15 +375,17 @@ func (e *notFoundError) Unwrap() error { return fs.ErrNotExist }
 // continue the same hash. A missing name gives an error matching
 // fs.ErrNotExist.
 func (d *Dir) DxLookup(name []byte) (Result, error) {
-	r, err := d.root()
-	if err != nil {
+	sc := getDxScratch()
+	defer putDxScratch(sc)
+	r := &sc.root
+	if err := d.rootInto(r, sc.entries[:0]); err != nil {
 		return Result{}, err
 	}
 	hash, _, err := hashName(name, EffectiveVersion(r.HashVersion, d.HashUnsigned), d.HashSeed)
 	if err != nil {
 		return Result{}, err
 	}
-	frames, err := d.probe(r, hash)
+	frames, err := d.probeInto(r, hash, sc.frames[:0], sc)
 	if err != nil {
 		return Result{}, err
 	}
