@@ -24,7 +24,9 @@
 // kernel does not see them; setuid bits and file capabilities are dropped
 // by the server on write, truncate and chown (FUSE_HANDLE_KILLPRIV_V2).
 // With Options.WritebackCache the kernel keeps written pages and file
-// sizes itself and sends large writes later. With Options.Uring requests
+// sizes itself and sends large writes later; without it, writes through
+// a write-only open bypass the page cache (FOPEN_DIRECT_IO, one request a
+// write; Options.CachedWriteOnly keeps the cache). With Options.Uring requests
 // come through FUSE-over-io_uring ring entries, one thread an entry
 // pinned to its CPU (uring_linux.go), instead of read and write on
 // /dev/fuse; the same RawFileSystem serves both.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/fusefs"
 	"github.com/ext4go/ext4go/internal/testutil"
 )
 
@@ -350,5 +351,36 @@ func TestUmountCommand(t *testing.T) {
 		if out := mustCLI(t, "cat", img, fmt.Sprintf("/f%d-1499", round)); out != string(bytes.Repeat([]byte{byte(1499 % 256)}, 5000)) {
 			t.Errorf("round %d: the last file has %d bytes", round, len(out))
 		}
+	}
+}
+
+// TestParseMountOptions: the FUSE options map to fusefs.Options (a later
+// option wins over an earlier one), and an unknown one is an error.
+func TestParseMountOptions(t *testing.T) {
+	for _, c := range []struct {
+		opts string
+		want func(fusefs.Options) bool
+	}{
+		{"uring", func(o fusefs.Options) bool { return o.Uring }},
+		{"uring,no_uring", func(o fusefs.Options) bool { return !o.Uring }},
+		{"cached_write_only", func(o fusefs.Options) bool { return o.CachedWriteOnly }},
+		{"writeback_cache,no_writeback_cache", func(o fusefs.Options) bool { return !o.WritebackCache }},
+		{"no_readdirplus", func(o fusefs.Options) bool { return o.NoReaddirPlus }},
+		{"max_readahead=65536,uid=7,gid=8", func(o fusefs.Options) bool { return o.MaxReadahead == 65536 && o.UID == 7 && o.GID == 8 }},
+		{"rw", func(o fusefs.Options) bool {
+			return !o.Uring && !o.CachedWriteOnly && !o.WritebackCache && o.UID == -1 && o.GID == -1
+		}},
+	} {
+		c2, err := parseMountOptions(strings.Split(c.opts, ","))
+		if err != nil {
+			t.Errorf("-o %s: %v", c.opts, err)
+			continue
+		}
+		if !c.want(c2.fuse) {
+			t.Errorf("-o %s: %+v", c.opts, c2.fuse)
+		}
+	}
+	if _, err := parseMountOptions([]string{"uring_please"}); err == nil || !strings.Contains(err.Error(), "uring_please") {
+		t.Errorf("-o uring_please: %v, want an error naming it", err)
 	}
 }
