@@ -225,6 +225,10 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		if srv.Unmount() != nil {
 			unix.Unmount(raw.uringDir, unix.MNT_DETACH)
 		}
+		// Only an aborted connection is sure to end the threads'
+		// commands; without fusectl the threads are left, and a
+		// request one of them still serves meets closed Files (an
+		// error for its caller, no write).
 		if abortErr == nil {
 			raw.uring.waitIfStarted()
 		}
