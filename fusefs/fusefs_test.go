@@ -44,6 +44,12 @@ var uring = os.Getenv("EXT4GO_TEST_URING") == "1"
 // unmounts and closes the FS if the test has not.
 func mount(t *testing.T, image string) (dir string, fsys *ext4go.FS, srv *fusefs.Server) {
 	t.Helper()
+	return mountWith(t, image, nil)
+}
+
+// mountWith is mount with the Options changed by opt first.
+func mountWith(t *testing.T, image string, opt func(*fusefs.Options)) (dir string, fsys *ext4go.FS, srv *fusefs.Server) {
+	t.Helper()
 	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true})
 	if err != nil {
 		t.Fatal(err)
@@ -52,8 +58,12 @@ func mount(t *testing.T, image string) (dir string, fsys *ext4go.FS, srv *fusefs
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	srv, err = fusefs.Mount(fsys, dir, &fusefs.Options{FsName: image, DefaultPermissions: true, AllowOther: true, UID: -1, GID: -1,
-		WritebackCache: writeback, Uring: uring})
+	o := &fusefs.Options{FsName: image, DefaultPermissions: true, AllowOther: true, UID: -1, GID: -1,
+		WritebackCache: writeback, Uring: uring}
+	if opt != nil {
+		opt(o)
+	}
+	srv, err = fusefs.Mount(fsys, dir, o)
 	if err != nil {
 		fsys.Close()
 		t.Fatal(err)
@@ -243,7 +253,15 @@ func script(seed uint64) []struct {
 // clean and the kernel reads the image as it shows its own.
 func TestMountMatchesKernel(t *testing.T) {
 	tw := newTwin(t, 64<<20, 0)
-	ops := script(1)
+	tw.sameScript(t, 1)
+	tw.finishScript(t)
+}
+
+// sameScript runs script(seed) on both mounts and reports every step whose
+// errno differs; it returns the number of steps.
+func (tw *twin) sameScript(t *testing.T, seed uint64) int {
+	t.Helper()
+	ops := script(seed)
 	var ours []error
 	for _, op := range ops {
 		ours = append(ours, op.op(tw.dir))
@@ -254,6 +272,13 @@ func TestMountMatchesKernel(t *testing.T) {
 			t.Errorf("%s: ext4go mount: %v; kernel: %v", op.desc, ours[i], kerr)
 		}
 	}
+	return len(ops)
+}
+
+// finishScript is finish with what a script's trees are compared on
+// (everything but mtimes, which the two mounts set at other moments).
+func (tw *twin) finishScript(t *testing.T) {
+	t.Helper()
 	opts := testutil.MountCompareOptions()
 	opts.Checks &^= testutil.CheckMtime
 	opts.Checks |= testutil.CheckNlink | testutil.CheckRdev | testutil.CheckXattrs | testutil.CheckOwner | testutil.CheckSpecialBits

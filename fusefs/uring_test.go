@@ -29,24 +29,11 @@ func TestUringMatchesKernel(t *testing.T) {
 	uring = true
 	t.Cleanup(func() { uring = prev })
 	tw := newTwin(t, 64<<20, 0)
-	ops := script(2)
-	var ours []error
-	for _, op := range ops {
-		ours = append(ours, op.op(tw.dir))
+	steps := tw.sameScript(t, 2)
+	if n := tw.srv.UringRequests(); n < int64(steps) {
+		t.Errorf("%d requests went through the rings for %d steps", n, steps)
 	}
-	for i, op := range ops {
-		kerr := op.op(tw.kmp)
-		if errno(ours[i]) != errno(kerr) {
-			t.Errorf("%s: ext4go mount: %v; kernel: %v", op.desc, ours[i], kerr)
-		}
-	}
-	if n := tw.srv.UringRequests(); n < int64(len(ops)) {
-		t.Errorf("%d requests went through the rings for %d steps", n, len(ops))
-	}
-	opts := testutil.MountCompareOptions()
-	opts.Checks &^= testutil.CheckMtime
-	opts.Checks |= testutil.CheckNlink | testutil.CheckRdev | testutil.CheckXattrs | testutil.CheckOwner | testutil.CheckSpecialBits
-	tw.finish(t, opts)
+	tw.finishScript(t)
 }
 
 // TestUringTarDiff: a tree unpacked by tar through the rings reads back
@@ -63,25 +50,7 @@ func TestUringTarDiff(t *testing.T) {
 	}
 	image := filepath.Join(t.TempDir(), "img")
 	testutil.Mke2fs(t, image, 256<<20, "-t", "ext4")
-	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fusefs.Mount(fsys, dir, &fusefs.Options{FsName: image, AllowOther: true, UID: -1, GID: -1, Uring: true})
-	if err != nil {
-		fsys.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if srv.Unmount() == nil {
-			srv.Wait()
-		}
-		fsys.Close()
-	})
+	dir, fsys, srv := mountWith(t, image, func(o *fusefs.Options) { o.Uring = true })
 	// Two unpackers at once, one in each half of the machine's CPUs.
 	errs := make(chan error, 2)
 	for i := range 2 {
