@@ -115,8 +115,10 @@ type Options struct {
 	// /dev/fuse: a request costs about a third less round trip. Mount
 	// returns ErrNoUring where the kernel does not offer it.
 	Uring bool
-	// Debug logs every request and reply.
-	Debug bool
+	// Debug logs every request and reply, to Logger (default
+	// log.Default()), where the server's other messages go too.
+	Debug  bool
+	Logger *log.Logger
 	// ExtraOptions are passed to the kernel's mount as they are.
 	ExtraOptions []string
 }
@@ -149,6 +151,7 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		FsName:             o.FsName,
 		MaxWrite:           o.MaxWrite,
 		Debug:              o.Debug,
+		Logger:             o.Logger,
 		DisableReadDirPlus: o.NoReaddirPlus,
 		// Replies carry bytes, not file descriptors: splicing them gains
 		// nothing, and a 1 MiB read does not fit a pipe with its header.

@@ -3,10 +3,12 @@ package fusefs_test
 import (
 	"bytes"
 	"fmt"
+	stdlog "log"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -235,4 +237,85 @@ func TestMountReadahead(t *testing.T) {
 		}
 		testutil.RequireFsckClean(t, img)
 	}
+}
+
+// TestMountDirectWriteOnly: each write through a write-only open is one
+// WRITE request and none asks for security.capability (directWrite), where
+// with CachedWriteOnly the kernel's cached path sends its own; the bytes
+// are right either way, through the mount and after it.
+func TestMountDirectWriteOnly(t *testing.T) {
+	requireFUSE(t)
+	for _, cached := range []bool{false, true} {
+		image := filepath.Join(t.TempDir(), "img")
+		testutil.Mke2fs(t, image, 16<<20, "-t", "ext4")
+		var log lockedBuffer
+		dir, fsys, srv := mountWith(t, image, func(o *fusefs.Options) {
+			o.Debug, o.Logger = true, stdlog.New(&log, "", 0)
+			o.WritebackCache, o.CachedWriteOnly = false, cached
+		})
+		name := filepath.Join(dir, "f")
+		fd, err := unix.Open(name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := bytes.Repeat([]byte("h"), 1536)
+		body := bytes.Repeat([]byte("b"), 10240) // tar's record, starting inside a page
+		log.Reset()
+		if _, err := unix.Pwrite(fd, head, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := unix.Pwrite(fd, body, int64(len(head))); err != nil {
+			t.Fatal(err)
+		}
+		writes, getxattrs := log.count(": WRITE "), log.count(": GETXATTR ")
+		unix.Close(fd)
+		if !cached && (writes != 2 || getxattrs != 0) {
+			t.Errorf("two writes through a write-only open (the second 10 KiB from inside a page): %d WRITE and %d GETXATTR requests, want 2 and 0", writes, getxattrs)
+		}
+		if cached && writes < 1 {
+			t.Errorf("CachedWriteOnly: %d WRITE requests", writes)
+		}
+		t.Logf("cached %v: %d WRITE, %d GETXATTR", cached, writes, getxattrs)
+		want := append(head, body...)
+		if got, err := os.ReadFile(name); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("read back through the mount: %d bytes, %v", len(got), err)
+		}
+		unmount(t, srv, fsys)
+		testutil.RequireFsckClean(t, image)
+		mp := testutil.Mount(t, image, true)
+		if got, err := os.ReadFile(filepath.Join(mp, "f")); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("read back through the kernel: %d bytes, %v", len(got), err)
+		}
+	}
+}
+
+// lockedBuffer is a log destination the server writes from many
+// goroutines; count counts the request lines ("rx N: OP ...") of one op.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Reset()
+}
+
+func (l *lockedBuffer) count(op string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		if strings.HasPrefix(line, "rx ") && strings.Contains(line, op) {
+			n++
+		}
+	}
+	return n
 }

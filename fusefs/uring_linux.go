@@ -117,6 +117,7 @@ type uringTransport struct {
 	devFd   int    // our own dup of the server's /dev/fuse
 	dir     string // the mount point, to find the connection to abort
 	payload int    // bytes of each entry's payload buffer
+	log     *log.Logger
 	threads sync.WaitGroup
 	// served counts the requests each thread answered, each count on a
 	// line of its own: threads on different CPUs never share one.
@@ -141,7 +142,10 @@ func startUring(srv *fuse.Server, raw fuse.RawFileSystem, mo *fuse.MountOptions,
 	if err != nil {
 		return nil, err
 	}
-	t := &uringTransport{ps: fuse.NewProtocolServer(raw, mo), devFd: fd, dir: dir}
+	t := &uringTransport{ps: fuse.NewProtocolServer(raw, mo), devFd: fd, dir: dir, log: mo.Logger}
+	if t.log == nil {
+		t.log = log.Default()
+	}
 	// kernel: fuse_uring_create: the payload holds the largest write
 	// or read, at least FUSE_MIN_READ_BUFFER.
 	t.payload = max(8192, mo.MaxWrite, ((mo.MaxWrite-1)/os.Getpagesize()+1)*os.Getpagesize())
@@ -277,9 +281,9 @@ func abortConnection(dir string) error {
 // fail ends a thread that cannot serve its entry any more: the
 // connection is aborted rather than leave callers waiting.
 func (t *uringTransport) fail(qid int, err error) {
-	log.Printf("fusefs: io_uring queue %d: %v; aborting the connection", qid, err)
+	t.log.Printf("fusefs: io_uring queue %d: %v; aborting the connection", qid, err)
 	if err := abortConnection(t.dir); err != nil {
-		log.Printf("fusefs: io_uring: abort: %v", err)
+		t.log.Printf("fusefs: io_uring: abort: %v", err)
 	}
 }
 
@@ -555,7 +559,7 @@ func (t *uringTransport) serve(qid, thread int, ready chan<- error) {
 			out[0], out[1] = h[:outHeaderSize], e.payload
 			n, st = t.ps.HandleRequest(in, out)
 		} else {
-			log.Printf("fusefs: io_uring queue %d: request of %d bytes with %d of payload", qid, total, size)
+			t.log.Printf("fusefs: io_uring queue %d: request of %d bytes with %d of payload", qid, total, size)
 		}
 		if !st.Ok() || n < outHeaderSize {
 			// Never leave the caller waiting: answer the error.
