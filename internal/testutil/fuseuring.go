@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,19 +31,16 @@ const FUSEUringParam = "/sys/module/fuse/parameters/enable_uring"
 // set the parameter without these locks: do not run them beside the tests.)
 type uringLocks struct{ guard, users *os.File }
 
-func openUringLocks(t testing.TB) uringLocks {
-	t.Helper()
+func openUringLocks(dir string) (uringLocks, error) {
 	var l uringLocks
 	var err error
-	dir := os.TempDir()
 	if l.guard, err = os.OpenFile(filepath.Join(dir, "ext4go-fuse-uring.guard"), os.O_RDWR|os.O_CREATE, 0o600); err == nil {
 		l.users, err = os.OpenFile(filepath.Join(dir, "ext4go-fuse-uring.users"), os.O_RDWR|os.O_CREATE, 0o600)
 	}
 	if err != nil {
 		l.close()
-		t.Skipf("FUSE over io_uring: %v", err)
 	}
-	return l
+	return l, err
 }
 
 func (l uringLocks) close() {
@@ -63,6 +61,102 @@ func flock(f *os.File, how int) error {
 	}
 }
 
+// errParam is a parameter that cannot be read or written: the caller
+// skips.
+type errParam struct{ error }
+
+// enableUring sets param to Y as one of its users (locks in dir) and
+// returns the release that leaves; the last to leave puts back the value
+// the first found.
+func enableUring(param, dir string) (release func(), err error) {
+	l, err := openUringLocks(dir)
+	if err != nil {
+		return nil, errParam{err}
+	}
+	if err := flock(l.guard, unix.LOCK_EX); err != nil {
+		l.close()
+		return nil, err
+	}
+	if flock(l.users, unix.LOCK_EX|unix.LOCK_NB) == nil {
+		// The first user: record what the parameter was.
+		old, err := os.ReadFile(param)
+		if err == nil {
+			err = l.guard.Truncate(0)
+		}
+		if err == nil {
+			_, err = l.guard.WriteAt(old, 0)
+		}
+		if err != nil {
+			l.close()
+			return nil, errParam{err}
+		}
+	}
+	// Under the guard nobody else tries the users' lock exclusively, so
+	// the change to shared cannot let anyone in between.
+	if err := flock(l.users, unix.LOCK_SH); err != nil {
+		l.close()
+		return nil, err
+	}
+	if err := os.WriteFile(param, []byte("Y"), 0); err != nil {
+		leaveUring(l, param)
+		return nil, errParam{err}
+	}
+	flock(l.guard, unix.LOCK_UN)
+	return func() {
+		flock(l.guard, unix.LOCK_EX)
+		leaveUring(l, param)
+	}, nil
+}
+
+// leaveUring drops a user's shared lock, holding the guard; the last user
+// puts the recorded value back.
+func leaveUring(l uringLocks, param string) {
+	defer l.close()
+	flock(l.users, unix.LOCK_UN)
+	if flock(l.users, unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return // others still need it
+	}
+	if old, err := os.ReadFile(l.guard.Name()); err == nil {
+		if v := strings.TrimSpace(string(old)); v != "" {
+			os.WriteFile(param, []byte(v), 0)
+		}
+	}
+	l.guard.Truncate(0)
+}
+
+// disableUring sets param to N once no user is left (locks in dir) and
+// keeps users out until the returned release puts the value back.
+func disableUring(param, dir string) (release func(), err error) {
+	l, err := openUringLocks(dir)
+	if err != nil {
+		return nil, errParam{err}
+	}
+	for {
+		if err := flock(l.guard, unix.LOCK_EX); err != nil {
+			l.close()
+			return nil, err
+		}
+		if flock(l.users, unix.LOCK_EX|unix.LOCK_NB) == nil {
+			break
+		}
+		// Users leave under the guard: let them.
+		flock(l.guard, unix.LOCK_UN)
+		time.Sleep(20 * time.Millisecond)
+	}
+	old, err := os.ReadFile(param)
+	if err == nil {
+		err = os.WriteFile(param, []byte("N"), 0)
+	}
+	if err != nil {
+		l.close()
+		return nil, errParam{err}
+	}
+	return func() {
+		os.WriteFile(param, []byte(strings.TrimSpace(string(old))), 0)
+		l.close()
+	}, nil
+}
+
 // EnableFUSEUring lets the kernel offer FUSE over io_uring for the rest of
 // the test, skipping it (with the reason) where the kernel has no such
 // transport or the parameter cannot be written (not root). Servers that do
@@ -72,58 +166,9 @@ func EnableFUSEUring(t testing.TB) {
 	if _, err := os.Stat(FUSEUringParam); err != nil {
 		t.Skipf("the kernel has no FUSE over io_uring (Linux 6.14+, CONFIG_FUSE_IO_URING): %v", err)
 	}
-	l := openUringLocks(t)
-	fail := func(format string, args ...any) {
-		t.Helper()
-		l.close()
-		t.Fatalf(format, args...)
-	}
-	if err := flock(l.guard, unix.LOCK_EX); err != nil {
-		fail("lock %s: %v", l.guard.Name(), err)
-	}
-	if flock(l.users, unix.LOCK_EX|unix.LOCK_NB) == nil {
-		// The first user: record what the parameter was.
-		old, err := os.ReadFile(FUSEUringParam)
-		if err == nil {
-			err = l.guard.Truncate(0)
-		}
-		if err == nil {
-			_, err = l.guard.WriteAt(old, 0)
-		}
-		if err != nil {
-			fail("record %s: %v", FUSEUringParam, err)
-		}
-	}
-	// Under the guard nobody else tries the users' lock exclusively, so
-	// the change to shared cannot let anyone in between.
-	if err := flock(l.users, unix.LOCK_SH); err != nil {
-		fail("lock %s: %v", l.users.Name(), err)
-	}
-	if err := os.WriteFile(FUSEUringParam, []byte("Y"), 0); err != nil {
-		leaveUring(l)
-		t.Skipf("cannot enable FUSE over io_uring (needs root): %v", err)
-	}
-	flock(l.guard, unix.LOCK_UN)
-	t.Cleanup(func() {
-		flock(l.guard, unix.LOCK_EX)
-		leaveUring(l)
-	})
-}
-
-// leaveUring drops a user's shared lock, holding the guard; the last user
-// puts the recorded value back.
-func leaveUring(l uringLocks) {
-	defer l.close()
-	flock(l.users, unix.LOCK_UN)
-	if flock(l.users, unix.LOCK_EX|unix.LOCK_NB) != nil {
-		return // others still need it
-	}
-	if old, err := os.ReadFile(l.guard.Name()); err == nil {
-		if v := strings.TrimSpace(string(old)); v != "" {
-			os.WriteFile(FUSEUringParam, []byte(v), 0)
-		}
-	}
-	l.guard.Truncate(0)
+	release, err := enableUring(FUSEUringParam, os.TempDir())
+	skipOrFail(t, "cannot enable FUSE over io_uring (needs root)", err)
+	t.Cleanup(release)
 }
 
 // DisableFUSEUring makes the kernel refuse FUSE over io_uring for the rest
@@ -135,29 +180,19 @@ func DisableFUSEUring(t testing.TB) {
 	if _, err := os.Stat(FUSEUringParam); err != nil {
 		t.Skipf("the kernel has no FUSE over io_uring: %v", err)
 	}
-	l := openUringLocks(t)
-	for {
-		if err := flock(l.guard, unix.LOCK_EX); err != nil {
-			l.close()
-			t.Fatalf("lock %s: %v", l.guard.Name(), err)
-		}
-		if flock(l.users, unix.LOCK_EX|unix.LOCK_NB) == nil {
-			break
-		}
-		// Users leave under the guard: let them.
-		flock(l.guard, unix.LOCK_UN)
-		time.Sleep(20 * time.Millisecond)
+	release, err := disableUring(FUSEUringParam, os.TempDir())
+	skipOrFail(t, "cannot disable FUSE over io_uring (needs root)", err)
+	t.Cleanup(release)
+}
+
+func skipOrFail(t testing.TB, why string, err error) {
+	t.Helper()
+	var p errParam
+	switch {
+	case err == nil:
+	case errors.As(err, &p):
+		t.Skipf("%s: %v", why, err)
+	default:
+		t.Fatal(fmt.Errorf("%s: %w", why, err))
 	}
-	old, err := os.ReadFile(FUSEUringParam)
-	if err == nil {
-		err = os.WriteFile(FUSEUringParam, []byte("N"), 0)
-	}
-	if err != nil {
-		l.close()
-		t.Skipf("cannot set %s (needs root): %v", FUSEUringParam, err)
-	}
-	t.Cleanup(func() {
-		os.WriteFile(FUSEUringParam, []byte(strings.TrimSpace(string(old))), 0)
-		l.close()
-	})
 }
