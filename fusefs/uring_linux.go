@@ -148,7 +148,7 @@ func startUring(srv *fuse.Server, raw fuse.RawFileSystem, mo *fuse.MountOptions,
 	}
 	// kernel: fuse_uring_create: the payload holds the largest write
 	// or read, at least FUSE_MIN_READ_BUFFER.
-	t.payload = max(8192, mo.MaxWrite, ((mo.MaxWrite-1)/os.Getpagesize()+1)*os.Getpagesize())
+	t.payload = max(8192, ((mo.MaxWrite-1)/os.Getpagesize()+1)*os.Getpagesize())
 	if err := t.init(ks); err != nil {
 		unix.Close(fd)
 		return nil, err
