@@ -43,8 +43,11 @@ func openUringLocks(dir string) (uringLocks, error) {
 	return l, err
 }
 
+// close drops both locks, the users' first: whoever gets the guard next
+// must find the users' lock as it will stay (else a new user, seeing it
+// still held, would take itself for a later one and record nothing).
 func (l uringLocks) close() {
-	for _, f := range []*os.File{l.guard, l.users} {
+	for _, f := range []*os.File{l.users, l.guard} {
 		if f != nil {
 			f.Close() // drops its locks
 		}
