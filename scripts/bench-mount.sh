@@ -4,6 +4,8 @@
 #   untar of a tree (default /usr/local/go), then unmount (data on disk);
 #   create, stat, ls -l (a listing with every entry's attributes) and
 #   unlink of N small files (default 50000);
+#   null requests: fstatfs in a loop, the round trip through the kernel
+#   that every FUSE request pays (for the kernel's ext4, the system call);
 #   fallocate2 with 1, 2 and 4 workers (ext4go bench fallocate2 -dir);
 #   fio (if installed): 4k random writes, 1 MiB sequential writes and
 #   reads, with 1, 2 and 4 jobs (BENCH_FIO_SECONDS each, default 5).
@@ -12,7 +14,7 @@
 # enable_uring, which the script sets to Y for the run and puts back after)
 # also with -o uring (ext4go-uring). BENCH_IMPLS="kernel ext4go ext4go-nordp"
 # picks others (ext4go-nordp: -o no_readdirplus; ext4go-uring-wb: -o
-# uring,writeback_cache).
+# uring,writeback_cache; ext4go-uring-noidle: -o uring,no_uring_idle).
 #
 #   scripts/bench-mount.sh [TREE] [N]
 #
@@ -43,6 +45,7 @@ mountit() { # IMPL
   ext4go-wb) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,writeback_cache ;;
   ext4go-uring) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,uring ;;
   ext4go-uring-wb) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,uring,writeback_cache ;;
+  ext4go-uring-noidle) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,uring,no_uring_idle ;;
   ext4go-nordp) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,no_readdirplus ;;
   *) mount -t "fuse.$1" "$work/img" "$work/mnt" -o allow_other,default_permissions ;;
   esac
@@ -90,6 +93,23 @@ PY
 )
   read -r c s l u <<<"$out"
   report "create $N" "$impl" "$c"; report "stat $N" "$impl" "$s"; report "ls -l $N" "$impl" "$l"; report "unlink $N" "$impl" "$u"
+  # The transport's floor: fstatfs reaches a FUSE server every time (the
+  # kernel caches no answer) and costs the server next to nothing, so its
+  # rate bounds any workload that needs one request per operation.
+  rt=$(python3 - "$work/mnt" <<'PY'
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+n, t = 0, time.time()
+while time.time() - t < 2:
+    for _ in range(100):
+        os.fstatvfs(fd)
+    n += 100
+el = time.time() - t
+print("%d %.1f" % (n / el, el / n * 1e6))
+PY
+)
+  read -r rtops rtus <<<"$rt"
+  printf '%-28s %-15s %8s ops/s  (%s us a request)\n' "null request (fstatfs)" "$impl" "$rtops" "$rtus"
   for p in 1 2 4; do
     ops=$(ext4go bench fallocate2 --dir "$work/mnt" -p "$p" --json 2>/dev/null | python3 -c 'import json,sys; print(int(json.loads(sys.stdin.read().splitlines()[-1])["ops_per_sec"]))' || echo "?")
     printf '%-28s %-15s %8s ops/s\n' "fallocate2 P=$p" "$impl" "${ops:-?}"
