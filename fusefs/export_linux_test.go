@@ -3,3 +3,18 @@ package fusefs
 // SetUringSetupFault makes the setup of the ring entry threads fail where
 // f returns an error (nil: no faults).
 func SetUringSetupFault(f func(thread int) error) { uringSetupFault = f }
+
+// SetUringServeHook has f called on a ring entry's thread before each
+// request it handles (nil: none).
+func SetUringServeHook(f func(op uint32, payload int)) { uringServeHook = f }
+
+// SetReadCPUTimes replaces the reading of the machine's CPU times that
+// decides whether ring threads take SCHED_IDLE, and returns the undo.
+func SetReadCPUTimes(f func() (total, idle uint64, err error)) (restore func()) {
+	prev := readCPUTimes
+	readCPUTimes = f
+	return func() { readCPUTimes = prev }
+}
+
+// UringIdleInterval is how often the CPU times are read.
+const UringIdleInterval = idleWatchInterval

@@ -14,7 +14,9 @@ package fusefs
 // fsync waiting for a commit) holds its entry only, and the queue's other
 // entries serve the other callers on that CPU (up to 8 entries for each
 // online CPU, 1 for CPUs possible but offline: the kernel wants an entry
-// in every queue). go-fuse's Server still mounts, negotiates INIT, and
+// in every queue). While a CPU is idle the threads wait, and serve light
+// requests, under SCHED_IDLE, so that the caller a thread wakes stays on
+// its CPU (uring_sched_linux.go). go-fuse's Server still mounts, negotiates INIT, and
 // serves what the kernel sends the classic way (FORGET, INTERRUPT); the
 // ring entries' requests go through a go-fuse ProtocolServer over the
 // same RawFileSystem. Replies to notifications come through the rings
@@ -111,12 +113,19 @@ func uringAvailable() error {
 // threads for which it returns an error.
 var uringSetupFault func(thread int) error
 
+// uringServeHook, when set (by tests), is called on an entry's thread
+// before each request is handled, with the request's opcode and payload
+// size.
+var uringServeHook func(op uint32, payload int)
+
 // uringTransport serves the ring entries of one mount.
 type uringTransport struct {
 	ps      *fuse.ProtocolServer
-	devFd   int    // our own dup of the server's /dev/fuse
-	dir     string // the mount point, to find the connection to abort
-	payload int    // bytes of each entry's payload buffer
+	devFd   int         // our own dup of the server's /dev/fuse
+	dir     string      // the mount point, to find the connection to abort
+	payload int         // bytes of each entry's payload buffer
+	idle    bool        // threads may wait and serve light requests under SCHED_IDLE (uring_sched_linux.go)
+	idleNow atomic.Bool // and should now: some CPU has been idle
 	log     *log.Logger
 	threads sync.WaitGroup
 	// served counts the requests each thread answered, each count on a
@@ -133,7 +142,7 @@ type servedCount struct {
 // been answered (the kernel refuses entries before), before any other
 // request is served. Requests wait in the kernel until every queue has
 // an entry.
-func startUring(srv *fuse.Server, raw fuse.RawFileSystem, mo *fuse.MountOptions, dir string) (*uringTransport, error) {
+func startUring(srv *fuse.Server, raw fuse.RawFileSystem, mo *fuse.MountOptions, dir string, idle bool) (*uringTransport, error) {
 	ks := srv.KernelSettings()
 	if ks.Flags64()&fuse.CAP_OVER_IO_URING == 0 {
 		return nil, ErrNoUring
@@ -142,7 +151,8 @@ func startUring(srv *fuse.Server, raw fuse.RawFileSystem, mo *fuse.MountOptions,
 	if err != nil {
 		return nil, err
 	}
-	t := &uringTransport{ps: fuse.NewProtocolServer(raw, mo), devFd: fd, dir: dir, log: mo.Logger}
+	t := &uringTransport{ps: fuse.NewProtocolServer(raw, mo), devFd: fd, dir: dir, log: mo.Logger, idle: idle && idleReversible()}
+	t.idleNow.Store(t.idle)
 	if t.log == nil {
 		t.log = log.Default()
 	}
@@ -188,7 +198,11 @@ func startUring(srv *fuse.Server, raw fuse.RawFileSystem, mo *fuse.MountOptions,
 			first = err
 		}
 	}
-	go func() { t.threads.Wait(); unix.Close(fd) }()
+	done := make(chan struct{})
+	if t.idle {
+		go t.watchIdle(len(online), done)
+	}
+	go func() { t.threads.Wait(); close(done); unix.Close(fd) }()
 	return t, first
 }
 
@@ -473,6 +487,10 @@ func (t *uringTransport) serve(qid, thread int, ready chan<- error) {
 	var cpus unix.CPUSet
 	cpus.Set(qid)
 	unix.SchedSetaffinity(0, &cpus) // on the queue's CPU: a wake-up on the caller's own CPU; failure only costs speed
+	var policy ringPolicy
+	if t.idle {
+		policy.start(t.idleNow.Load())
+	}
 	r, err := newRing(4)
 	if err != nil {
 		ready <- fmt.Errorf("fusefs: io_uring transport: %w", err)
@@ -557,7 +575,14 @@ func (t *uringTransport) serve(qid, thread int, ready chan<- error) {
 				in[2] = ioctlIn
 			}
 			out[0], out[1] = h[:outHeaderSize], e.payload
+			if policy.isIdle && !lightRequest(h, size) {
+				policy.set(false)
+			}
+			if uringServeHook != nil {
+				uringServeHook(le.Uint32(h[4:]), size)
+			}
 			n, st = t.ps.HandleRequest(in, out)
+			policy.set(t.idleNow.Load())
 		} else {
 			t.log.Printf("fusefs: io_uring queue %d: request of %d bytes with %d of payload", qid, total, size)
 		}

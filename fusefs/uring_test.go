@@ -1,15 +1,21 @@
 package fusefs_test
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ext4go/ext4go"
 	"github.com/ext4go/ext4go/fusefs"
@@ -192,4 +198,130 @@ func TestUringSetupFails(t *testing.T) {
 			testutil.RequireFsckClean(t, image)
 		})
 	}
+}
+
+// TestUringSchedIdle: over the rings, light requests are served under
+// SCHED_IDLE while the CPUs have idle time, a 1 MiB write under the normal
+// policy, and the light requests after it under SCHED_IDLE again. When no
+// CPU is idle (CPU times faked) the threads take the normal policy back
+// after at most one request each; with UringNoIdle they never leave it.
+// The data reads back and e2fsck is clean.
+func TestUringSchedIdle(t *testing.T) {
+	requireFUSE(t)
+	testutil.EnableFUSEUring(t)
+	var busy atomic.Bool
+	var ticks atomic.Uint64
+	defer fusefs.SetReadCPUTimes(func() (total, idle uint64, err error) {
+		n := ticks.Add(1000)
+		if busy.Load() {
+			return n, 0, nil
+		}
+		return n, n / 2, nil
+	})()
+	type served struct {
+		op      uint32
+		payload int
+		policy  uint32
+	}
+	var mu sync.Mutex
+	var log []served
+	fusefs.SetUringServeHook(func(op uint32, payload int) {
+		a, err := unix.SchedGetAttr(0, 0)
+		if err != nil {
+			t.Errorf("sched_getattr: %v", err)
+			return
+		}
+		mu.Lock()
+		log = append(log, served{op, payload, a.Policy})
+		mu.Unlock()
+	})
+	defer fusefs.SetUringServeHook(nil)
+	take := func() []served {
+		mu.Lock()
+		defer mu.Unlock()
+		l := log
+		log = nil
+		return l
+	}
+	const opLookup, opWrite, schedNormal, schedIdle = 1, 16, 0, 5
+	// Callers on one CPU: one queue serves them all, its entries in turn.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var cpu0 unix.CPUSet
+	cpu0.Set(0)
+	if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
+		t.Fatal(err)
+	}
+	lookups := func(dir, prefix string, n int) {
+		for i := range n {
+			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("%s%d", prefix, i))); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("stat of a missing name: %v", err)
+			}
+		}
+	}
+	policies := func(l []served, op uint32, big bool) (idle, normal int) {
+		for _, s := range l {
+			if s.op != op || (s.payload > 128<<10) != big {
+				continue
+			}
+			switch s.policy {
+			case schedIdle:
+				idle++
+			case schedNormal:
+				normal++
+			default:
+				t.Errorf("policy %d", s.policy)
+			}
+		}
+		return idle, normal
+	}
+
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 64<<20, "-t", "ext4")
+	dir, fsys, srv := mountWith(t, image, func(o *fusefs.Options) { o.Uring = true })
+	take()
+	lookups(dir, "a", 20)
+	if idle, normal := policies(take(), opLookup, false); idle != 20 || normal != 0 {
+		t.Errorf("idle CPUs: %d lookups under SCHED_IDLE, %d normal; want 20, 0", idle, normal)
+	}
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	// Write-only: the write reaches the server as it is (FOPEN_DIRECT_IO).
+	if err := os.WriteFile(filepath.Join(dir, "big"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if idle, normal := policies(take(), opWrite, true); idle != 0 || normal == 0 {
+		t.Errorf("1 MiB write: %d under SCHED_IDLE, %d normal; want 0, some", idle, normal)
+	}
+	lookups(dir, "b", 20)
+	if idle, normal := policies(take(), opLookup, false); idle != 20 || normal != 0 {
+		t.Errorf("after the write: %d lookups under SCHED_IDLE, %d normal; want 20, 0", idle, normal)
+	}
+	busy.Store(true)
+	time.Sleep(3 * fusefs.UringIdleInterval)
+	lookups(dir, "c", 20)
+	l := take()
+	if idle, normal := policies(l, opLookup, false); idle+normal != 20 || idle > 3 {
+		t.Errorf("busy CPUs: %d lookups under SCHED_IDLE, %d normal; want at most the first of each thread serving them idle", idle, normal)
+	}
+	if idle, _ := policies(l[len(l)-5:], opLookup, false); idle != 0 {
+		t.Errorf("busy CPUs: %d of the last 5 lookups under SCHED_IDLE", idle)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "big")); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("read back: %d bytes, %v", len(got), err)
+	}
+	unmount(t, srv, fsys)
+	testutil.RequireFsckClean(t, image)
+
+	busy.Store(false)
+	dir, fsys, srv = mountWith(t, image, func(o *fusefs.Options) { o.Uring, o.UringNoIdle = true, true })
+	take()
+	lookups(dir, "d", 20)
+	if idle, normal := policies(take(), opLookup, false); idle != 0 || normal != 20 {
+		t.Errorf("UringNoIdle: %d lookups under SCHED_IDLE, %d normal; want 0, 20", idle, normal)
+	}
+	unmount(t, srv, fsys)
+	testutil.RequireFsckClean(t, image)
 }
