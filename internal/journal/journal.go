@@ -51,6 +51,13 @@ type Device interface {
 	Sync() error
 }
 
+// vectorWriter is a Device that writes pieces lying end to end with one
+// call (dev.File's pwritev): a run of log or home blocks is then written
+// from the blocks' own buffers, without a copy into one.
+type vectorWriter interface {
+	WriteVAt(pieces [][]byte, off int64) (int, error)
+}
+
 // Map returns the filesystem block holding journal block nr.
 type Map func(nr uint32) (uint64, error)
 
@@ -92,7 +99,8 @@ type Journal struct {
 	lastCommit uint64 // seconds of the last commit block (kept monotonic)
 	perDesc    int    // tags one descriptor block holds
 	stats      Stats
-	buf        []byte // reused by writeLog and writeHome for merged writes
+	buf        []byte   // reused by writeLog and writeHome for merged writes
+	vec        [][]byte // the same, where the device writes pieces (vectorWriter)
 
 	loggedMu sync.Mutex
 	logged   map[uint64]uint64 // fs block -> newest txn ID with a copy in the live log
@@ -441,16 +449,22 @@ func (j *Journal) writeSuper(start, seq uint32) error {
 
 // writeLog writes log blocks, merging runs that are contiguous on disk.
 func (j *Journal) writeLog(ws []write) error {
-	run := j.buf[:0]
-	defer func() { j.buf = run[:0] }()
+	vw, _ := j.dev.(vectorWriter)
+	run, vec := j.buf[:0], j.vec[:0]
+	defer func() { j.buf, j.vec = run[:0], dropPieces(vec) }()
 	var runStart uint64
 	var runLen int64
 	flush := func() error {
 		if runLen == 0 {
 			return nil
 		}
-		_, err := j.dev.WriteAt(run, int64(runStart)*j.bs)
-		run, runLen = run[:0], 0
+		var err error
+		if vw != nil {
+			_, err = vw.WriteVAt(vec, int64(runStart)*j.bs)
+		} else {
+			_, err = j.dev.WriteAt(run, int64(runStart)*j.bs)
+		}
+		run, vec, runLen = run[:0], dropPieces(vec), 0
 		if err != nil {
 			return fmt.Errorf("journal: writing the log: %w", err)
 		}
@@ -469,10 +483,20 @@ func (j *Journal) writeLog(ws []write) error {
 		if runLen == 0 {
 			runStart = p
 		}
-		run = append(run, w.data...)
+		if vw != nil {
+			vec = append(vec, w.data)
+		} else {
+			run = append(run, w.data...)
+		}
 		runLen++
 	}
 	return flush()
+}
+
+// dropPieces empties pieces, letting go of the buffers it named.
+func dropPieces(pieces [][]byte) [][]byte {
+	clear(pieces)
+	return pieces[:0]
 }
 
 // writeHome writes committed blocks to their places (sorted by number),
@@ -486,6 +510,13 @@ func (j *Journal) writeHome(blocks []txn.Block) error {
 		var err error
 		if k == i+1 {
 			_, err = j.dev.WriteAt(blocks[i].Data, int64(blocks[i].Nr)*j.bs)
+		} else if vw, ok := j.dev.(vectorWriter); ok {
+			vec := j.vec[:0]
+			for _, b := range blocks[i:k] {
+				vec = append(vec, b.Data)
+			}
+			_, err = vw.WriteVAt(vec, int64(blocks[i].Nr)*j.bs)
+			j.vec = dropPieces(vec)
 		} else {
 			buf := j.buf[:0]
 			for _, b := range blocks[i:k] {

@@ -54,6 +54,19 @@ func (d *recDev) Sync() error {
 	return nil
 }
 
+// vecDev is a recDev that also writes pieces end to end in one call, as
+// dev.File does with pwritev (vectorWriter): one record a call.
+type vecDev struct {
+	*recDev
+	calls, pieces int
+}
+
+func (d *vecDev) WriteVAt(pieces [][]byte, off int64) (int, error) {
+	d.calls++
+	d.pieces += len(pieces)
+	return d.WriteAt(bytes.Join(pieces, nil), off)
+}
+
 func formats() map[string]func(*jbd2.Superblock) {
 	return map[string]func(*jbd2.Superblock){
 		"v2-plain": func(*jbd2.Superblock) {},
@@ -95,94 +108,113 @@ func home(nr uint64) bool { return nr < jStart || nr >= jStart+jLen }
 // state after some transaction k, where every transaction whose Commit
 // had returned is included and at most the one in progress is added.
 // The crash points are every flush and 80 random records (EXT4GO_CRASH=all:
-// every record).
+// every record). Each format runs on a device that takes one buffer a
+// write and on one that takes pieces (vecDev).
 func TestCrashPoints(t *testing.T) {
 	for name, set := range formats() {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			rng := rand.New(rand.NewPCG(1, uint64(len(name))))
-			d := &recDev{data: make([]byte, fsBlocks*bs)}
-			sb := newJournalSB(set)
-			copy(d.data[jStart*bs:], sb.Encode())
-			base := bytes.Clone(d.data)
-			clock := time.Unix(1700000000, 0)
-			j, err := Open(d, bs, sb, phys, func() time.Time { clock = clock.Add(time.Millisecond); return clock }, sb.Is64Bit())
-			if err != nil {
-				t.Fatal(err)
-			}
-			// states[k] is the filesystem after k transactions; ends[k]
-			// the log length when Commit k returned.
-			state := map[uint64][]byte{}
-			states := []map[uint64][]byte{clone(state)}
-			ends := []int{0}
-			magic := make([]byte, bs) // a block that must be escaped
-			magic[0], magic[1], magic[2], magic[3] = 0xc0, 0x3b, 0x39, 0x98
-			for k := 1; k <= commits; k++ {
-				n := 1 + rng.IntN(70)
-				var blocks []txn.Block
-				seen := map[uint64]bool{}
-				for len(blocks) < n {
-					nr := uint64(rng.IntN(fsBlocks))
-					if !home(nr) || seen[nr] {
-						continue
-					}
-					seen[nr] = true
-					data := make([]byte, bs)
-					if rng.IntN(8) == 0 {
-						copy(data, magic)
-					}
-					copy(data[8:], fmt.Sprintf("tx %d block %d", k, nr))
-					blocks = append(blocks, txn.Block{Nr: nr, Data: data})
-				}
-				sortBlocks(blocks)
-				var revokes []uint64
-				if rng.IntN(3) == 0 {
-					for nr := range state {
-						if !seen[nr] && rng.IntN(4) == 0 {
-							revokes = append(revokes, nr)
-						}
-					}
-				}
-				j.Frozen(uint64(k), blocks)
-				if err := j.Commit(uint64(k), blocks, revokes); err != nil {
-					t.Fatalf("commit %d: %v", k, err)
-				}
-				for _, b := range blocks {
-					state[b.Nr] = b.Data
-				}
-				states = append(states, clone(state))
-				ends = append(ends, len(d.log))
-			}
-			if err := j.Close(); err != nil {
-				t.Fatal(err)
-			}
-			st := j.Stats()
-			t.Logf("%d commits, %d blocks, %d revokes, %d checkpoints, %d flushes, %d records", st.Commits, st.Blocks, st.Revokes, st.Checkpoints, st.Flushes, len(d.log))
-			if st.Checkpoints < 3 {
-				t.Errorf("only %d checkpoints: the log did not wrap", st.Checkpoints)
-			}
-			// After Close the journal is empty and the blocks are home.
-			final, err := jbd2.Decode(d.data[jStart*bs : jStart*bs+1024])
-			if err != nil || final.Start != 0 || final.Sequence != 7+commits {
-				t.Fatalf("closed journal superblock: %+v, %v", final, err)
-			}
-			checkState(t, d.data, states[len(states)-1], "after close")
-
-			for _, cut := range cuts(d.log, rng) {
-				img := crash(base, d.log[:cut], rng)
-				done := 0 // transactions whose Commit returned before cut
-				for k, e := range ends {
-					if e <= cut {
-						done = k
-					}
-				}
-				got := recoverImage(t, img)
-				if !matches(got, states[done]) && (done+1 >= len(states) || !matches(got, states[done+1])) {
-					t.Fatalf("crash after record %d (transactions done: %d): the recovered blocks match neither state %d nor %d", cut, done, done, done+1)
-				}
-			}
-		})
+		for _, vector := range []bool{false, true} {
+			testCrashPoints(t, name, set, vector)
+		}
 	}
+}
+
+func testCrashPoints(t *testing.T, name string, set func(*jbd2.Superblock), vector bool) {
+	sub := name
+	if vector {
+		sub += "-vector"
+	}
+	t.Run(sub, func(t *testing.T) {
+		t.Parallel()
+		rng := rand.New(rand.NewPCG(1, uint64(len(name))))
+		d := &recDev{data: make([]byte, fsBlocks*bs)}
+		var dv Device = d
+		vd := &vecDev{recDev: d}
+		if vector {
+			dv = vd
+		}
+		sb := newJournalSB(set)
+		copy(d.data[jStart*bs:], sb.Encode())
+		base := bytes.Clone(d.data)
+		clock := time.Unix(1700000000, 0)
+		j, err := Open(dv, bs, sb, phys, func() time.Time { clock = clock.Add(time.Millisecond); return clock }, sb.Is64Bit())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// states[k] is the filesystem after k transactions; ends[k]
+		// the log length when Commit k returned.
+		state := map[uint64][]byte{}
+		states := []map[uint64][]byte{clone(state)}
+		ends := []int{0}
+		magic := make([]byte, bs) // a block that must be escaped
+		magic[0], magic[1], magic[2], magic[3] = 0xc0, 0x3b, 0x39, 0x98
+		for k := 1; k <= commits; k++ {
+			n := 1 + rng.IntN(70)
+			var blocks []txn.Block
+			seen := map[uint64]bool{}
+			for len(blocks) < n {
+				nr := uint64(rng.IntN(fsBlocks))
+				if !home(nr) || seen[nr] {
+					continue
+				}
+				seen[nr] = true
+				data := make([]byte, bs)
+				if rng.IntN(8) == 0 {
+					copy(data, magic)
+				}
+				copy(data[8:], fmt.Sprintf("tx %d block %d", k, nr))
+				blocks = append(blocks, txn.Block{Nr: nr, Data: data})
+			}
+			sortBlocks(blocks)
+			var revokes []uint64
+			if rng.IntN(3) == 0 {
+				for nr := range state {
+					if !seen[nr] && rng.IntN(4) == 0 {
+						revokes = append(revokes, nr)
+					}
+				}
+			}
+			j.Frozen(uint64(k), blocks)
+			if err := j.Commit(uint64(k), blocks, revokes); err != nil {
+				t.Fatalf("commit %d: %v", k, err)
+			}
+			for _, b := range blocks {
+				state[b.Nr] = b.Data
+			}
+			states = append(states, clone(state))
+			ends = append(ends, len(d.log))
+		}
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		st := j.Stats()
+		t.Logf("%d commits, %d blocks, %d revokes, %d checkpoints, %d flushes, %d records", st.Commits, st.Blocks, st.Revokes, st.Checkpoints, st.Flushes, len(d.log))
+		if st.Checkpoints < 3 {
+			t.Errorf("only %d checkpoints: the log did not wrap", st.Checkpoints)
+		}
+		if vector && vd.pieces <= vd.calls {
+			t.Errorf("%d vectored writes of %d pieces: no run of blocks went through one", vd.calls, vd.pieces)
+		}
+		// After Close the journal is empty and the blocks are home.
+		final, err := jbd2.Decode(d.data[jStart*bs : jStart*bs+1024])
+		if err != nil || final.Start != 0 || final.Sequence != 7+commits {
+			t.Fatalf("closed journal superblock: %+v, %v", final, err)
+		}
+		checkState(t, d.data, states[len(states)-1], "after close")
+
+		for _, cut := range cuts(d.log, rng) {
+			img := crash(base, d.log[:cut], rng)
+			done := 0 // transactions whose Commit returned before cut
+			for k, e := range ends {
+				if e <= cut {
+					done = k
+				}
+			}
+			got := recoverImage(t, img)
+			if !matches(got, states[done]) && (done+1 >= len(states) || !matches(got, states[done+1])) {
+				t.Fatalf("crash after record %d (transactions done: %d): the recovered blocks match neither state %d nor %d", cut, done, done, done+1)
+			}
+		}
+	})
 }
 
 // cuts returns the crash points to try: right after every flush and at
