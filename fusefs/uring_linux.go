@@ -127,7 +127,8 @@ type uringTransport struct {
 	idle    bool        // threads may wait and serve light requests under SCHED_IDLE (uring_sched_linux.go)
 	idleNow atomic.Bool // and should now: some CPU has been idle
 	log     *log.Logger
-	threads sync.WaitGroup
+	threads sync.WaitGroup // the entry threads and the idle watcher: Wait waits for them
+	serving sync.WaitGroup // the entry threads
 	// served counts the requests each thread answered, each count on a
 	// line of its own: threads on different CPUs never share one.
 	served []servedCount
@@ -188,6 +189,7 @@ func startUring(srv *fuse.Server, raw fuse.RawFileSystem, mo *fuse.MountOptions,
 		}
 		for range threads {
 			t.threads.Add(1)
+			t.serving.Add(1)
 			go t.serve(q, n, ready)
 			n++
 		}
@@ -198,11 +200,14 @@ func startUring(srv *fuse.Server, raw fuse.RawFileSystem, mo *fuse.MountOptions,
 			first = err
 		}
 	}
+	// The watcher ends once the entry threads have, and Wait waits for
+	// it too: nothing of the transport runs after Wait.
 	done := make(chan struct{})
-	if t.idle {
-		go t.watchIdle(len(online), done)
+	if t.idle && first == nil {
+		t.threads.Add(1)
+		go func() { defer t.threads.Done(); t.watchIdle(len(online), done) }()
 	}
-	go func() { t.threads.Wait(); close(done); unix.Close(fd) }()
+	go func() { t.serving.Wait(); close(done); t.threads.Wait(); unix.Close(fd) }()
 	return t, first
 }
 
@@ -481,6 +486,7 @@ func (t *uringTransport) command(sqe []byte, op uint32, e *entry, qid int, commi
 // fetch until the connection ends.
 func (t *uringTransport) serve(qid, thread int, ready chan<- error) {
 	defer t.threads.Done()
+	defer t.serving.Done()
 	// Completions run as task work on the thread that submitted: keep
 	// this goroutine on this thread (it ends with the goroutine).
 	runtime.LockOSThread()
