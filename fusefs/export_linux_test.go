@@ -18,3 +18,6 @@ func SetReadCPUTimes(f func() (total, idle uint64, err error)) (restore func()) 
 
 // UringIdleInterval is how often the CPU times are read.
 const UringIdleInterval = idleWatchInterval
+
+// UringIdlePossible says whether ring threads may take SCHED_IDLE here.
+func UringIdlePossible() bool { return idleReversible() }

@@ -115,16 +115,19 @@ type Options struct {
 	// /dev/fuse: a request costs about a third less round trip. Mount
 	// returns ErrNoUring where the kernel does not offer it.
 	Uring bool
-	// UringNoIdle keeps the ring threads under the daemon's scheduling
-	// policy. By default they wait, and serve requests whose work is
-	// small, under SCHED_IDLE: the caller a thread wakes then stays on
-	// its CPU rather than moving to an idle one at every request (a
-	// request that does nothing took 17-18 µs against 26-30 µs on a
-	// 2-CPU VM). Larger requests, and all while no CPU is idle, are
-	// served under the normal policy. Without
-	// CAP_SYS_NICE (or an RLIMIT_NICE that allows leaving SCHED_IDLE) the
-	// threads keep the daemon's policy.
-	UringNoIdle bool
+	// UringIdle (with Uring) lets the ring threads wait, and serve
+	// requests whose work is small, under SCHED_IDLE while the machine
+	// has an idle CPU: the caller a thread wakes then stays on its CPU
+	// rather than moving to the idle one at every request. A request
+	// that does nothing took 16-18 µs against 24-30 µs on a 2-CPU VM;
+	// untar, fallocate2 and random writes did not measurably gain. It is
+	// off by default: on a CPU kept busy by other work while another
+	// idles, a thread under SCHED_IDLE waits behind that work, and so do
+	// the requests it serves (one may hold the journal's commit); see
+	// uring_sched_linux.go. Without CAP_SYS_NICE (or an RLIMIT_NICE
+	// that allows leaving SCHED_IDLE) the threads keep the daemon's
+	// policy.
+	UringIdle bool
 	// Debug logs every request and reply, to Logger (default
 	// log.Default()), where the server's other messages go too.
 	Debug  bool
@@ -1009,7 +1012,7 @@ func procStatus(pid uint32, key string) (value string, ok bool) {
 func (r *rawFS) Init(s *fuse.Server) {
 	r.srv.Store(s)
 	if r.uringOpts != nil {
-		r.uring, r.uringErr = startUring(s, r, r.uringOpts, r.uringDir, !r.o.UringNoIdle)
+		r.uring, r.uringErr = startUring(s, r, r.uringOpts, r.uringDir, r.o.UringIdle)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 // TestLightRequest: requests whose work is small and bounded are light;
@@ -30,6 +31,7 @@ func TestLightRequest(t *testing.T) {
 		{"lookup", req(opLookup, nil), 12, true},
 		{"getattr", req(opGetattr, nil), 0, true},
 		{"create", req(opCreate, nil), 12, true},
+		{"create truncating", req(opCreate, func(a []byte) { le.PutUint32(a, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC) }), 12, false},
 		{"getxattr", req(opGetxattr, nil), 20, true},
 		{"statfs", req(opStatfs, nil), 0, true},
 		{"setattr mode", req(opSetattr, func(a []byte) { le.PutUint32(a, fuse.FATTR_MODE) }), 0, true},
@@ -63,22 +65,22 @@ func TestSomeCPUIdle(t *testing.T) {
 	for _, c := range []struct {
 		total0, idle0, total1, idle1 uint64
 		cpus                         int
-		want                         bool
+		want, ok                     bool
 	}{
-		{1000, 500, 2000, 1000, 2, true},  // half of two CPUs idle
-		{1000, 500, 2000, 750, 2, true},   // a quarter of two: half a CPU
-		{1000, 500, 2000, 740, 2, false},  // less
-		{1000, 500, 2000, 500, 2, false},  // none
-		{1000, 500, 2000, 560, 8, false},  // under half a CPU of eight
-		{1000, 500, 2000, 570, 8, true},   // over it
-		{1000, 500, 1000, 500, 2, true},   // no time passed: as before
-		{1000, 500, 2000, 400, 2, true},   // a counter went back: as before
-		{1000, 500, 2000, 1000, 0, true},  // no CPU count: taken as one
-		{1000, 500, 2000, 600, 0, false},  // ...which was busy
-		{0, 0, 1 << 62, 1 << 60, 2, true}, // large counters do not overflow
+		{1000, 500, 2000, 1000, 2, true, true},  // half of two CPUs idle
+		{1000, 500, 2000, 750, 2, true, true},   // a quarter of two: half a CPU
+		{1000, 500, 2000, 740, 2, false, true},  // less
+		{1000, 500, 2000, 500, 2, false, true},  // none
+		{1000, 500, 2000, 560, 8, false, true},  // under half a CPU of eight
+		{1000, 500, 2000, 570, 8, true, true},   // over it
+		{1000, 500, 1000, 500, 2, false, false}, // no time passed: no news
+		{1000, 500, 2000, 400, 2, false, false}, // a counter went back: no news
+		{1000, 500, 2000, 1000, 0, true, true},  // no CPU count: taken as one
+		{1000, 500, 2000, 600, 0, false, true},  // ...which was busy
+		{0, 0, 1 << 62, 1 << 60, 2, true, true}, // large counters do not overflow
 	} {
-		if got := someCPUIdle(c.total0, c.idle0, c.total1, c.idle1, c.cpus); got != c.want {
-			t.Errorf("%+v: %v, want %v", c, got, c.want)
+		if got, ok := someCPUIdle(c.total0, c.idle0, c.total1, c.idle1, c.cpus); got != c.want || ok != c.ok {
+			t.Errorf("%+v: %v, %v; want %v, %v", c, got, ok, c.want, c.ok)
 		}
 	}
 }

@@ -1,6 +1,6 @@
 package fusefs
 
-// Scheduling of the ring threads (off with Options.UringNoIdle).
+// Scheduling of the ring threads under Options.UringIdle (opt-in).
 //
 // A ring thread answers on its caller's CPU, and wakes the caller there
 // while it is still running itself. The scheduler puts a woken task on an
@@ -12,10 +12,11 @@ package fusefs
 // its CPU. The caller preempts the thread at once, and the thread finishes
 // its way back into io_uring_enter when the caller next waits. On the
 // 2-CPU VM of the benchmarks a request that does nothing (fstatfs) took
-// 26-30 µs, 17-18 µs so; fallocate2 with one worker and fio's 4 KiB random
-// writes ran 16% faster. An untar of /usr/local/go moved tar between CPUs
-// 575 times instead of 28.7k, but took as long: its time goes to the
-// server's work.
+// 16-18 µs against 24-30. An untar of /usr/local/go moved tar between CPUs
+// 575 times instead of 28.7k, but took as long (its time goes to the
+// server's work), and in scripts/bench-mount.sh fallocate2 and fio's random
+// writes did not gain beyond the noise either (alternating pairs had shown
+// 16%).
 //
 // SCHED_IDLE yields to every normal task, so a thread keeps it only for
 // requests whose work is small and bounded (lightRequest): lookups,
@@ -37,6 +38,19 @@ package fusefs
 // thread's nice value; where it is refused (checked once, on a thread of
 // its own) or the daemon does not run under the normal policy, the
 // threads keep the policy they have.
+//
+// Why it is opt-in (a review's findings, not yet mended): the watcher
+// looks at the machine, but a thread is pinned to one CPU; with that CPU
+// kept busy by other work while another idles, the thread waits behind
+// that work, at a weight of 3 against 1024: for its wake-up, for the
+// reply, and for its way back to the normal policy. Meanwhile it holds a
+// Go P, so a collection's stop-the-world waits for it too. And a light
+// request can hold what others wait for: a transaction handle (a commit
+// waits for it) or the commit itself (txn commits inline at its limits).
+// A mend would judge each thread by its own run-queue delay
+// (/proc/thread-self/schedstat), let the watcher move starved threads
+// back by thread id, and serve requests that may commit under the normal
+// policy.
 
 import (
 	"bytes"
@@ -99,8 +113,10 @@ func lightRequest(h []byte, payload int) bool {
 	switch le.Uint32(h[4:]) {
 	case opLookup, opGetattr, opReadlink, opSymlink, opMknod, opMkdir, opLink, opOpen,
 		opStatfs, opSetxattr, opGetxattr, opListxattr, opRemovexattr, opFlush,
-		opOpendir, opReleasedir, opAccess, opCreate, opStatx:
+		opOpendir, opReleasedir, opAccess, opStatx:
 		return true
+	case opCreate: // fuse_create_in.flags: an existing file may be truncated
+		return le.Uint32(arg[0:])&unix.O_TRUNC == 0
 	case opSetattr: // fuse_setattr_in.valid: a new size may free a large file
 		return le.Uint32(arg[0:])&fuse.FATTR_SIZE == 0
 	case opRead: // fuse_read_in.size
@@ -184,19 +200,21 @@ var readCPUTimes = func() (total, idle uint64, err error) {
 }
 
 // someCPUIdle says whether the CPUs (cpus of them) were idle for at least
-// half a CPU's time between two readings of readCPUTimes.
-func someCPUIdle(total0, idle0, total1, idle1 uint64, cpus int) bool {
+// half a CPU's time between two readings of readCPUTimes; ok is false when
+// the readings say nothing (no time passed, a counter went back).
+func someCPUIdle(total0, idle0, total1, idle1 uint64, cpus int) (idle, ok bool) {
 	if total1 <= total0 || idle1 < idle0 {
-		return true
+		return false, false
 	}
-	return (idle1-idle0)*2*uint64(max(cpus, 1)) >= total1-total0
+	return (idle1-idle0)*2*uint64(max(cpus, 1)) >= total1-total0, true
 }
 
 // watchIdle keeps t.idleNow up to date until done is closed. Where the
-// CPU times cannot be read it leaves idleNow as it is.
+// CPU times cannot be read it turns SCHED_IDLE off for good.
 func (t *uringTransport) watchIdle(cpus int, done <-chan struct{}) {
 	total0, idle0, err := readCPUTimes()
 	if err != nil {
+		t.idleNow.Store(false)
 		return
 	}
 	tick := time.NewTicker(idleWatchInterval)
@@ -209,9 +227,12 @@ func (t *uringTransport) watchIdle(cpus int, done <-chan struct{}) {
 		}
 		total, idle, err := readCPUTimes()
 		if err != nil {
+			t.idleNow.Store(false)
 			return
 		}
-		t.idleNow.Store(someCPUIdle(total0, idle0, total, idle, cpus))
+		if v, ok := someCPUIdle(total0, idle0, total, idle, cpus); ok {
+			t.idleNow.Store(v)
+		}
 		total0, idle0 = total, idle
 	}
 }

@@ -14,7 +14,7 @@
 # enable_uring, which the script sets to Y for the run and puts back after)
 # also with -o uring (ext4go-uring). BENCH_IMPLS="kernel ext4go ext4go-nordp"
 # picks others (ext4go-nordp: -o no_readdirplus; ext4go-uring-wb: -o
-# uring,writeback_cache; ext4go-uring-noidle: -o uring,no_uring_idle).
+# uring,writeback_cache; ext4go-uring-idle: -o uring,uring_idle).
 #
 #   scripts/bench-mount.sh [TREE] [N]
 #
@@ -45,7 +45,7 @@ mountit() { # IMPL
   ext4go-wb) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,writeback_cache ;;
   ext4go-uring) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,uring ;;
   ext4go-uring-wb) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,uring,writeback_cache ;;
-  ext4go-uring-noidle) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,uring,no_uring_idle ;;
+  ext4go-uring-idle) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,uring,uring_idle ;;
   ext4go-nordp) mount -t fuse.ext4go "$work/img" "$work/mnt" -o allow_other,default_permissions,no_readdirplus ;;
   *) mount -t "fuse.$1" "$work/img" "$work/mnt" -o allow_other,default_permissions ;;
   esac

@@ -114,9 +114,9 @@ func parseMountOptions(list []string) (*mountConfig, error) {
 		case "no_uring":
 			c.fuse.Uring = false
 		case "uring_idle":
-			c.fuse.UringNoIdle = false
+			c.fuse.UringIdle = true
 		case "no_uring_idle":
-			c.fuse.UringNoIdle = true
+			c.fuse.UringIdle = false
 		case "readdirplus":
 			c.fuse.NoReaddirPlus = false
 		case "no_readdirplus":
@@ -147,7 +147,7 @@ func runMount(e *env, args []string) error {
 	fg := s.Bool("f", false, "stay in the foreground (else the command returns once the mount is live, leaving a daemon)")
 	var olist []string
 	s.add("o", "OPTIONS", "comma-separated mount options: ro, rw, allow_other, default_permissions, uid=N, gid=N (owner of new files), "+
-		"noatime, relatime (default), strictatime, lazytime, nolazytime (default), commit=SECONDS, fsname=NAME, writeback_cache, no_readdirplus, max_readahead=BYTES, cached_write_only, uring, no_uring_idle, debug, "+
+		"noatime, relatime (default), strictatime, lazytime, nolazytime (default), commit=SECONDS, fsname=NAME, writeback_cache, no_readdirplus, max_readahead=BYTES, cached_write_only, uring, uring_idle, debug, "+
 		"suid, dev, exec (and their no- forms)", "",
 		func(v string) error { olist = append(olist, strings.Split(v, ",")...); return nil })
 	if err := s.Parse(args); err != nil {

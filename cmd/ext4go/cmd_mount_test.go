@@ -363,9 +363,9 @@ func TestParseMountOptions(t *testing.T) {
 	}{
 		{"uring", func(o fusefs.Options) bool { return o.Uring }},
 		{"uring,no_uring", func(o fusefs.Options) bool { return !o.Uring }},
-		{"uring", func(o fusefs.Options) bool { return !o.UringNoIdle }},
-		{"uring,no_uring_idle", func(o fusefs.Options) bool { return o.Uring && o.UringNoIdle }},
-		{"no_uring_idle,uring_idle", func(o fusefs.Options) bool { return !o.UringNoIdle }},
+		{"uring", func(o fusefs.Options) bool { return !o.UringIdle }},
+		{"uring,uring_idle", func(o fusefs.Options) bool { return o.Uring && o.UringIdle }},
+		{"uring_idle,no_uring_idle", func(o fusefs.Options) bool { return !o.UringIdle }},
 		{"cached_write_only", func(o fusefs.Options) bool { return o.CachedWriteOnly }},
 		{"writeback_cache,no_writeback_cache", func(o fusefs.Options) bool { return !o.WritebackCache }},
 		{"no_readdirplus", func(o fusefs.Options) bool { return o.NoReaddirPlus }},
