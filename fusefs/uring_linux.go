@@ -14,14 +14,15 @@ package fusefs
 // fsync waiting for a commit) holds its entry only, and the queue's other
 // entries serve the other callers on that CPU (up to 8 entries for each
 // online CPU, 1 for CPUs possible but offline: the kernel wants an entry
-// in every queue). While a CPU is idle the threads wait, and serve light
-// requests, under SCHED_IDLE, so that the caller a thread wakes stays on
-// its CPU (uring_sched_linux.go). go-fuse's Server still mounts, negotiates INIT, and
-// serves what the kernel sends the classic way (FORGET, INTERRUPT); the
-// ring entries' requests go through a go-fuse ProtocolServer over the
-// same RawFileSystem. Replies to notifications come through the rings
-// too, where that ProtocolServer knows no retrieve request: the server
-// must not use InodeRetrieveCache (it does not).
+// in every queue). With Options.UringIdle, while a CPU is idle, the
+// threads wait and serve light requests under SCHED_IDLE, so that the
+// caller a thread wakes stays on its CPU (uring_sched_linux.go). go-fuse's
+// Server still mounts, negotiates INIT, and serves what the kernel sends
+// the classic way (FORGET, INTERRUPT); the ring entries' requests go
+// through a go-fuse ProtocolServer over the same RawFileSystem. Replies to
+// notifications come through the rings too, where that ProtocolServer
+// knows no retrieve request: the server must not use InodeRetrieveCache
+// (it does not).
 //
 // Invariants: an entry's buffers are written by the kernel only between
 // the submission of its REGISTER or COMMIT_AND_FETCH and the completion
