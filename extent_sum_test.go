@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/ext4go/ext4go"
-	"github.com/ext4go/ext4go/internal/mkfs"
 	"github.com/ext4go/ext4go/internal/testutil"
 )
 
@@ -21,14 +20,7 @@ import (
 // open, which verifies every block it reads. Appends, a hole fill in the
 // middle of the leaf and a punch make the leaf change in each way.
 func TestExtentLeafSumDeferred(t *testing.T) {
-	img := filepath.Join(t.TempDir(), "img")
-	if err := mkfs.Format(img, mkfs.Options{Size: 128 << 20}); err != nil {
-		t.Fatal(err)
-	}
-	fsys, err := ext4go.Open(img, &ext4go.Options{Writable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	img, fsys := formatRW(t, 128<<20)
 	if !slices.Contains(fsys.Info().Features, "metadata_csum") {
 		t.Fatalf("mkfs made no metadata_csum filesystem: %v", fsys.Info().Features)
 	}

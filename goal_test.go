@@ -3,11 +3,9 @@ package ext4go_test
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/ext4go/ext4go"
-	"github.com/ext4go/ext4go/internal/mkfs"
 	"github.com/ext4go/ext4go/internal/testutil"
 )
 
@@ -17,14 +15,7 @@ import (
 // filling the hole later makes one run. Without the neighbours the blocks
 // land wherever the stream goal is.
 func TestHoleWriteGoal(t *testing.T) {
-	img := filepath.Join(t.TempDir(), "img")
-	if err := mkfs.Format(img, mkfs.Options{Size: 256 << 20}); err != nil {
-		t.Fatal(err)
-	}
-	fsys, err := ext4go.Open(img, &ext4go.Options{Writable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	img, fsys := formatRW(t, 256<<20)
 	buf := make([]byte, 4096)
 	bs := int64(fsys.Info().BlockSize)
 	for _, c := range []struct {

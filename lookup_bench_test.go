@@ -2,24 +2,13 @@ package ext4go_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
-
-	"github.com/ext4go/ext4go"
-	"github.com/ext4go/ext4go/internal/mkfs"
 )
 
 // BenchmarkLookupLargeDir: LookupAt of a name in an htree directory of
 // 20,000 names (what each stat and create in such a directory does first).
 func BenchmarkLookupLargeDir(b *testing.B) {
-	img := filepath.Join(b.TempDir(), "img")
-	if err := mkfs.Format(img, mkfs.Options{Size: 256 << 20}); err != nil {
-		b.Fatal(err)
-	}
-	fsys, err := ext4go.Open(img, &ext4go.Options{Writable: true})
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, fsys := formatRW(b, 256<<20)
 	defer fsys.Close()
 	if err := fsys.Mkdir("many", 0o755); err != nil {
 		b.Fatal(err)

@@ -2,11 +2,9 @@ package ext4go_test
 
 import (
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
 	"github.com/ext4go/ext4go"
-	"github.com/ext4go/ext4go/internal/mkfs"
 )
 
 // BenchmarkRandomWriteUnwritten: 4 KiB writes at random blocks of a file
@@ -17,14 +15,7 @@ import (
 // of the mount benchmarks: 16-20 µs a write, 7 of them the pwrite into the
 // host's page cache and 6-7 the extent walks (Lookup, then Convert).
 func BenchmarkRandomWriteUnwritten(b *testing.B) {
-	img := filepath.Join(b.TempDir(), "img")
-	if err := mkfs.Format(img, mkfs.Options{Size: 1 << 30}); err != nil {
-		b.Fatal(err)
-	}
-	fsys, err := ext4go.Open(img, &ext4go.Options{Writable: true})
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, fsys := formatRW(b, 1<<30)
 	defer fsys.Close()
 	const size = 256 << 20
 	const blocks = size / 4096
@@ -37,6 +28,7 @@ func BenchmarkRandomWriteUnwritten(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		var err error
 		if f, err = fsys.Create("bench"); err != nil {
 			b.Fatal(err)
 		}

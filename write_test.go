@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/internal/mkfs"
 	"github.com/ext4go/ext4go/internal/testutil"
 )
 
@@ -20,6 +21,17 @@ func openRW(t testing.TB, image string) *ext4go.FS {
 		t.Fatalf("open %s writable: %v", image, err)
 	}
 	return fsys
+}
+
+// formatRW makes a fresh image of size bytes with ext4go's own mkfs in
+// the test's temporary directory and opens it writable.
+func formatRW(t testing.TB, size int64) (image string, fsys *ext4go.FS) {
+	t.Helper()
+	image = filepath.Join(t.TempDir(), "img")
+	if err := mkfs.Format(image, mkfs.Options{Size: size}); err != nil {
+		t.Fatal(err)
+	}
+	return image, openRW(t, image)
 }
 
 // TestWriteBasic creates files, directories and links on a fresh mke2fs
