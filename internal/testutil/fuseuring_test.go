@@ -47,18 +47,7 @@ func TestUringParamSharing(t *testing.T) {
 	if v := value(); v != "Y" {
 		t.Fatalf("after the first user left: %q, want Y (the second still needs it)", v)
 	}
-	select {
-	case <-disabled:
-		t.Fatal("the disabler went ahead while a user was left")
-	case <-time.After(100 * time.Millisecond):
-	}
-	b()
-	var release func()
-	select {
-	case release = <-disabled:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the disabler still waits after the last user left")
-	}
+	release := waitsFor(t, disabled, b, "the disabler", "the last user left")
 	if v := value(); v != "N" {
 		t.Fatalf("under the disabler: %q", v)
 	}
@@ -70,18 +59,7 @@ func TestUringParamSharing(t *testing.T) {
 		}
 		entered <- r
 	}()
-	select {
-	case <-entered:
-		t.Fatal("a user went ahead under the disabler")
-	case <-time.After(100 * time.Millisecond):
-	}
-	release()
-	var c func()
-	select {
-	case c = <-entered:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the user still waits after the disabler ended")
-	}
+	c := waitsFor(t, entered, release, "a user", "the disabler ended")
 	if v := value(); v != "Y" {
 		t.Fatalf("with a user after the disabler: %q", v)
 	}
@@ -89,4 +67,24 @@ func TestUringParamSharing(t *testing.T) {
 	if v := value(); v != "N" {
 		t.Fatalf("after everyone left: %q, want the N found at first", v)
 	}
+}
+
+// waitsFor checks that who, whose result comes on done, waits (nothing
+// within 100 ms), then calls free and returns who's result, which must
+// come within 5 s after it.
+func waitsFor[R any](t *testing.T, done <-chan R, free func(), who, freed string) R {
+	t.Helper()
+	select {
+	case <-done:
+		t.Fatalf("%s went ahead before %s", who, freed)
+	case <-time.After(100 * time.Millisecond):
+	}
+	free()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s still waits after %s", who, freed)
+	}
+	panic("unreachable")
 }
