@@ -151,7 +151,10 @@ func (p *ringPolicy) start(idle bool) {
 }
 
 // set puts the thread under SCHED_IDLE (idle) or the normal policy, if it
-// is not already. A failure costs speed only.
+// is not already. Failing to take SCHED_IDLE costs speed only. Failing to
+// leave it (the process lost CAP_SYS_NICE, or its RLIMIT_NICE was lowered,
+// since idleReversible) leaves the thread under it for good: p then stops
+// trying, rather than fail a system call on every request.
 func (p *ringPolicy) set(idle bool) {
 	if !p.on || idle == p.isIdle {
 		return
@@ -160,9 +163,13 @@ func (p *ringPolicy) set(idle bool) {
 	if idle {
 		attr = &p.idle
 	}
-	if unix.SchedSetAttr(0, attr, 0) == nil {
-		p.isIdle = idle
+	if unix.SchedSetAttr(0, attr, 0) != nil {
+		if !idle {
+			p.on = false
+		}
+		return
 	}
+	p.isIdle = idle
 }
 
 // readCPUTimes returns the machine's CPU time so far, all of it and the
