@@ -205,7 +205,8 @@ func TestUringSetupFails(t *testing.T) {
 // under the normal policy, and the light requests after it under
 // SCHED_IDLE again. When no CPU is idle (CPU times faked) the threads take
 // the normal policy back after at most one request each; without UringIdle
-// they never leave it. The data reads back and e2fsck is clean.
+// they never leave it. The data reads back, through the mount and the
+// kernel's loop mount, and e2fsck is clean.
 func TestUringSchedIdle(t *testing.T) {
 	requireFUSE(t)
 	if !fusefs.UringIdlePossible() {
@@ -347,4 +348,8 @@ func TestUringSchedIdle(t *testing.T) {
 	}
 	unmount(t, srv, fsys)
 	testutil.RequireFsckClean(t, image)
+	mp := testutil.Mount(t, image, true)
+	if got, err := os.ReadFile(filepath.Join(mp, "big")); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("read back through the kernel: %d bytes, %v", len(got), err)
+	}
 }
