@@ -1,10 +1,13 @@
 package fusefs_test
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	stdlog "log"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -122,38 +125,30 @@ func TestMountPageCache(t *testing.T) {
 		_, err := unix.Write(fd, []byte("appended"))
 		return err
 	})
+	// The mappings are touched by a child process: a page fault on the
+	// mount in the server's own process can wait for a request that the
+	// server cannot serve while the garbage collector stops the world for
+	// that faulting thread (it hung CI once).
 	withFileFlags("write-only write under a mapping", unix.O_WRONLY, func(fd int) error {
-		rfd, err := unix.Open(name, unix.O_RDONLY, 0)
+		h, err := startMapHelper(name, "watch")
 		if err != nil {
 			return err
 		}
-		defer unix.Close(rfd)
-		m, err := unix.Mmap(rfd, 0, 16384, unix.PROT_READ, unix.MAP_SHARED)
-		if err != nil {
-			return err
-		}
-		defer unix.Munmap(m)
-		_ = m[12000] // the page is mapped and cached
 		copy(model[12000:], "under the map")
 		if _, err := unix.Pwrite(fd, []byte("under the map"), 12000); err != nil {
+			h.Process.Kill()
+			h.Wait()
 			return err
 		}
-		if got := string(m[12000 : 12000+13]); got != "under the map" {
-			return fmt.Errorf("the mapping still shows %q after the write", got)
-		}
-		return nil
+		return h.finish()
 	})
 	withFile("mmap write", func(fd int) error {
-		m, err := unix.Mmap(fd, 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		h, err := startMapHelper(name, "write")
 		if err != nil {
 			return err
 		}
-		copy(m[5000:], "mapped")
 		copy(model[5000:], "mapped")
-		if err := unix.Msync(m, unix.MS_SYNC); err != nil {
-			return err
-		}
-		return unix.Munmap(m)
+		return h.finish()
 	})
 	unmount(t, srv, fsys)
 	testutil.RequireFsckClean(t, image)
@@ -318,4 +313,97 @@ func (l *lockedBuffer) count(op string) int {
 		}
 	}
 	return n
+}
+
+// mapHelper is a child process (this test binary, TestHelperMapping) that
+// maps the file and works on the mapping, outside the server's process.
+type mapHelper struct {
+	*exec.Cmd
+	stdin  io.WriteCloser
+	stderr bytes.Buffer
+}
+
+// startMapHelper starts the helper on name and waits until it has mapped
+// the file: "watch" maps 16 KiB read-only and touches byte 12000, then
+// waits for a line on its stdin and checks that the mapping shows "under
+// the map" there; "write" maps 8 KiB read-write, writes "mapped" at 5000,
+// msyncs and unmaps.
+func startMapHelper(name, mode string) (*mapHelper, error) {
+	h := &mapHelper{Cmd: exec.Command(os.Args[0], "-test.run=^TestHelperMapping$")}
+	h.Env = append(os.Environ(), "FUSEFS_MAP_HELPER="+mode, "FUSEFS_MAP_FILE="+name)
+	h.Stderr = &h.stderr
+	out, err := h.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if h.stdin, err = h.StdinPipe(); err != nil {
+		return nil, err
+	}
+	if err := h.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "mapped\n" {
+		h.Process.Kill()
+		h.Wait()
+		return nil, fmt.Errorf("map helper: %q, %v (%s)", line, err, h.stderr.String())
+	}
+	return h, nil
+}
+
+// finish tells the helper to go on and waits for it.
+func (h *mapHelper) finish() error {
+	h.stdin.Write([]byte("go\n"))
+	h.stdin.Close()
+	if err := h.Wait(); err != nil {
+		return fmt.Errorf("map helper: %v: %s", err, h.stderr.String())
+	}
+	return nil
+}
+
+// TestHelperMapping is startMapHelper's child; run by the tests that need
+// it (FUSEFS_MAP_HELPER set), it returns at once otherwise.
+func TestHelperMapping(t *testing.T) {
+	mode := os.Getenv("FUSEFS_MAP_HELPER")
+	if mode == "" {
+		return
+	}
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	flags, size, prot := unix.O_RDONLY, 16384, unix.PROT_READ
+	if mode == "write" {
+		flags, size, prot = unix.O_RDWR, 8192, unix.PROT_READ|unix.PROT_WRITE
+	}
+	fd, err := unix.Open(os.Getenv("FUSEFS_MAP_FILE"), flags, 0)
+	if err != nil {
+		fail(err)
+	}
+	m, err := unix.Mmap(fd, 0, size, prot, unix.MAP_SHARED)
+	if err != nil {
+		fail(err)
+	}
+	if mode == "watch" {
+		_ = m[12000] // the page is mapped and cached
+	}
+	os.Stdout.WriteString("mapped\n")
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		fail(err)
+	}
+	switch mode {
+	case "watch":
+		if got := string(m[12000 : 12000+13]); got != "under the map" {
+			fail(fmt.Errorf("the mapping still shows %q after the write", got))
+		}
+	case "write":
+		copy(m[5000:], "mapped")
+		if err := unix.Msync(m, unix.MS_SYNC); err != nil {
+			fail(err)
+		}
+	}
+	if err := unix.Munmap(m); err != nil {
+		fail(err)
+	}
+	os.Exit(0)
 }
