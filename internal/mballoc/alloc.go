@@ -103,6 +103,8 @@ type allocCtx struct {
 	crFound       [numCriteria]int
 	status        acStatus
 	groupsScanned int
+	busy          int // groups passed over because their lock was busy
+	considered    int // groups whose lock it tried or took (the goal, preallocations, scans)
 	firstErr      error
 	lg            *localityGroup
 	used          fex       // what the caller gets
@@ -151,6 +153,9 @@ func (a *Allocator) Allocate(tx Tx, req Request) (Extent, error) {
 		ac.collectStats()
 	}
 	ac.finish()
+	if a.afterAlloc != nil {
+		a.afterAlloc(ac.considered, ac.busy)
+	}
 	u := ac.used
 	start := a.geo.blockOf(u.group, u.start)
 	n := u.len << a.geo.clusterBits
@@ -235,6 +240,7 @@ func (ac *allocCtx) groupOrFile() {
 	if !groupOK {
 		if inodeOK {
 			ac.flags |= flagStream
+			ac.tryContinuation()
 		} else {
 			ac.flags |= FlagNoPrealloc
 		}
@@ -242,6 +248,30 @@ func (ac *allocCtx) groupOrFile() {
 	}
 	ac.lg = ac.a.lockLocalityGroup(ac.ino)
 	ac.flags |= flagGroupAlloc
+}
+
+// tryContinuation makes a stream request that continues its file (the
+// logical block right after the left neighbour, with the goal derived from
+// it) try the blocks right after the neighbour before the stream goal.
+// Normalized requests already do (normalize aims their window there);
+// this is for the ones that are not normalized, fallocate's above all.
+// The kernel sends them to the stream goal group's first free chunk,
+// where the other streams of that goal get theirs, so concurrent
+// fallocate appenders interleave block by block, and every allocation
+// then meets the others at one group's lock. Part of
+// Tunables.StreamSpread: off, and in the legacy allocator, streams go
+// where the kernel sends them.
+func (ac *allocCtx) tryContinuation() {
+	if !ac.t.StreamSpread || ac.a.legacy || ac.flags&FlagTryGoal != 0 {
+		return
+	}
+	if ac.pleft == 0 || ac.lleft+1 != ac.o.logical || !ac.gStart {
+		return
+	}
+	if ac.a.geo.blockOf(ac.g.group, ac.g.start) != ac.pleft+1 {
+		return // the caller chose another goal
+	}
+	ac.flags |= FlagTryGoal
 }
 
 // normalize grows a data request to a window the file is likely to fill,
@@ -409,6 +439,17 @@ func (ac *allocCtx) regular() error {
 				continue
 			}
 		}
+		if ac.status != acFound && ac.busy > 0 && ac.flags&flagStrict == 0 {
+			// Nothing was found but busy groups were passed over: go
+			// over the groups once more, waiting for each lock (the
+			// bounded wait that ends every search; see the package
+			// comment on progress).
+			ac.b = fex{}
+			ac.status = acContinue
+			ac.flags |= flagStrict | flagFirst
+			ac.cr = CrAnyFree
+			continue
+		}
 		break
 	}
 	if ac.status == acFound && ac.t.Stats {
@@ -430,11 +471,17 @@ func (ac *allocCtx) findByGoal() error {
 	if g.free.Load() == 0 || g.corrupt.Load() {
 		return nil
 	}
-	g, err := ac.a.lockLoaded(gi)
-	if err != nil {
-		if ac.flags&FlagGoalOnly != 0 {
+	ac.considered++
+	if ac.flags&FlagGoalOnly != 0 {
+		// Nowhere else to go: wait for the group.
+		var err error
+		if g, err = ac.a.lockLoaded(gi); err != nil {
 			return err
 		}
+	} else if !ac.a.lockLoadedSoon(g, gi) {
+		// A goal is a preference: one whose holder is not running is
+		// given up rather than waited for.
+		ac.a.countTryLockMiss(ac.t)
 		return nil
 	}
 	defer g.mu.Unlock()
@@ -458,8 +505,11 @@ func (ac *allocCtx) findByGoal() error {
 // ext4_mb_try_best_found).
 func (ac *allocCtx) tryBestFound() error {
 	gi := ac.b.group
-	g, err := ac.a.lockLoaded(gi)
-	if err != nil {
+	g := &ac.a.groups[gi]
+	ac.considered++
+	if !ac.a.lockLoadedSoon(g, gi) {
+		// Taken as lost: the last criterion, which waits, comes next.
+		ac.a.countTryLockMiss(ac.t)
 		return nil
 	}
 	defer g.mu.Unlock()

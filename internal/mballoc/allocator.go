@@ -122,6 +122,11 @@ type Allocator struct {
 	flexFree []paddedI64
 
 	stats statCounters
+
+	// afterAlloc, set by tests only, is told after each successful
+	// allocation how many groups its criteria looked at and how many of
+	// them were passed over busy.
+	afterAlloc func(considered, busy int)
 }
 
 // New makes an allocator for a filesystem of geometry gm whose bitmaps and
@@ -261,6 +266,27 @@ func (a *Allocator) tryLockLoaded(g *group, gi uint32) bool {
 		}
 	}
 	return true
+}
+
+// lockLoadedSoon is tryLockLoaded that waits a few yields for a busy lock
+// (groupLock.lockSoon).
+func (a *Allocator) lockLoadedSoon(g *group, gi uint32) bool {
+	if !g.mu.lockSoon() {
+		return false
+	}
+	if !g.loaded.Load() {
+		if err := a.loadLocked(g, gi); err != nil {
+			g.mu.Unlock()
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Allocator) countTryLockMiss(t *Tunables) {
+	if t.Stats {
+		a.stats.trylockMisses.Add(1)
+	}
 }
 
 // publishLocked copies a group's buddy counters to its lock-free fields and

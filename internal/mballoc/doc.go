@@ -46,6 +46,34 @@
 // atomics; filesystem free counters are sharded atomics. There is no global
 // lock on the allocation or free path.
 //
+// # Progress when a lock holder is not running
+//
+// A kernel spinlock holder cannot be preempted; a goroutine holding a
+// group lock can, and its thread with it, for milliseconds. So no path
+// spins on a lock whose holder may not be running, and none rescans the
+// same groups hoping it came back. The rule, for every lock an allocation
+// meets:
+//
+//   - Where the allocation has somewhere else to go, it does not wait: the
+//     scanners TryLock and pass over a busy group at every criterion; a
+//     goal (the blocks after the file, a preallocation, the spread
+//     placement, the best extent seen) is given up after a few yields
+//     (groupLock.lockSoon) and the search goes on without it; a busy
+//     locality group hands the request to the next free one.
+//   - The search ends with one bounded wait: when nothing was found and
+//     busy groups were passed over, the last criterion goes over the
+//     groups once more, blocking on each lock (flagStrict). Nothing is
+//     retried in a loop: each criterion walks each group at most once.
+//   - Where there is nowhere else to go (a free, a discard, a goal-only
+//     request, the allocator's own locality group), groupLock.Lock yields
+//     a few times and then blocks, so that the waiter sleeps instead of
+//     spinning while the holder is off the CPU.
+//
+// A stream that found its goal busy moves its stream goal to where it got
+// space, so the next allocation does not meet the sleeping holder again.
+// TestSleepingHolder holds a group's lock across allocations and checks
+// that they finish and that the groups each looks at stay bounded.
+//
 // Other locks, always taken in this order, never two groups at once:
 // locality group (held across a small-file allocation) -> inode
 // preallocation list (briefly, never while taking a group lock) -> group ->

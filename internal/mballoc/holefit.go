@@ -55,6 +55,7 @@ func (ac *allocCtx) holeFit() (bool, error) {
 		if g.corrupt.Load() || g.free.Load() < n || g.fragments.Load() < 2 || (fs >= 4 && gi%fs == 0) {
 			continue
 		}
+		ac.considered++
 		if !a.tryLockLoaded(g, gi) {
 			continue
 		}
@@ -90,6 +91,7 @@ func (ac *allocCtx) holeFitGoal() (bool, error) {
 		return false, nil
 	}
 	g := &a.groups[gi]
+	ac.considered++
 	if g.corrupt.Load() || g.free.Load() < ac.o.len || !a.tryLockLoaded(g, gi) {
 		return false, nil
 	}

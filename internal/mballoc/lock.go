@@ -30,7 +30,29 @@ func (l *groupLock) Lock() {
 }
 
 func (l *groupLock) TryLock() bool { return l.mu.TryLock() }
-func (l *groupLock) Unlock()       { l.mu.Unlock() }
+
+// goalSpins is how many times lockSoon yields before it gives up.
+const goalSpins = 4
+
+// lockSoon takes the lock if it becomes free within a few yields of the
+// processor, and otherwise reports false holding nothing. A holder that is
+// running leaves within that time (a group's critical sections are a few
+// microseconds); one that is not (preempted, or descheduled with its
+// thread) may not come back for milliseconds, and waiting for it is what
+// a kernel spinlock never has to do. Used where the caller has somewhere
+// else to go: a goal it may give up.
+func (l *groupLock) lockSoon() bool {
+	for i := 0; ; i++ {
+		if l.mu.TryLock() {
+			return true
+		}
+		if i == goalSpins {
+			return false
+		}
+		runtime.Gosched()
+	}
+}
+func (l *groupLock) Unlock() { l.mu.Unlock() }
 
 // legacyLock is groupLock counted as the legacy stream goal's lock.
 type legacyLock struct {

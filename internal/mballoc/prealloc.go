@@ -199,7 +199,15 @@ func (ac *allocCtx) useInodePA(pa *prealloc) (bool, error) {
 	a := ac.a
 	gi := pa.group
 	g := &a.groups[gi]
-	g.mu.Lock()
+	ac.considered++
+	if !g.mu.lockSoon() {
+		// The holder is not running: the request goes to the regular
+		// search, which does not use the preallocation's logical range
+		// (normalize keeps clear of it); its unused part goes back at
+		// the next discard.
+		a.countTryLockMiss(ac.t)
+		return false, nil
+	}
 	defer g.mu.Unlock()
 	if pa.deleted.Load() || pa.free.Load() == 0 {
 		return false, nil
@@ -257,7 +265,13 @@ func (ac *allocCtx) useGroupPA() (bool, error) {
 	pa := best
 	gi := pa.group
 	g := &a.groups[gi]
-	g.mu.Lock()
+	ac.considered++
+	if !g.mu.lockSoon() {
+		// The holder is not running: a new preallocation is carved
+		// elsewhere rather than waiting for it.
+		a.countTryLockMiss(ac.t)
+		return false, nil
+	}
 	if pa.deleted.Load() || pa.free.Load() < ac.o.len {
 		g.mu.Unlock()
 		return false, nil

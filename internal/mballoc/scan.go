@@ -182,6 +182,7 @@ func (ac *allocCtx) scanGroup(gi uint32) error {
 	a := ac.a
 	g := &a.groups[gi]
 	cr := ac.cr
+	ac.considered++
 	if ac.t.Stats {
 		a.stats.considered[cr].Add(1)
 	}
@@ -192,11 +193,12 @@ func (ac *allocCtx) scanGroup(gi uint32) error {
 	if free == 0 || (cr < CrAnyFree && free < ac.g.len) {
 		return nil
 	}
-	if cr < CrAnyFree && !a.legacy && ac.flags&flagStrict == 0 {
+	if !a.legacy && ac.flags&flagStrict == 0 {
+		// Every criterion passes over a busy group at first, the last
+		// one too; regular waits only once every other place failed.
 		if !g.mu.TryLock() {
-			if ac.t.Stats {
-				a.stats.trylockMisses.Add(1)
-			}
+			ac.busy++
+			a.countTryLockMiss(ac.t)
 			return nil
 		}
 	} else {

@@ -65,6 +65,7 @@ func (ac *allocCtx) spreadStream() error {
 		if g.loaded.Load() && (int(g.largest.Load()) < minOrder || (best.ok && (g.free.Load() <= best.n || uint64(1)<<(g.largest.Load()+2) <= uint64(best.n)))) {
 			continue
 		}
+		ac.considered++
 		if !a.tryLockLoaded(g, gi) {
 			continue
 		}
@@ -76,9 +77,11 @@ func (ac *allocCtx) spreadStream() error {
 	if !best.ok {
 		return nil
 	}
-	g, err := a.lockLoaded(best.gi)
-	if err != nil {
-		return nil
+	g := &a.groups[best.gi]
+	ac.considered++
+	if !a.lockLoadedSoon(g, best.gi) {
+		a.countTryLockMiss(ac.t)
+		return nil // the criteria place it instead
 	}
 	defer g.mu.Unlock()
 	start, n := g.b.largestRun() // again: it may have changed while unlocked
