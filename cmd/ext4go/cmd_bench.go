@@ -97,7 +97,7 @@ func benchAlloc(e *env, c *command, args []string) error {
 	fs := newFlags(c, e)
 	plist := fs.String("p", "1,2,4,8,16", "comma-separated `counts` of concurrent workers for the throughput benchmarks")
 	legacyOnly := fs.Bool("legacy", false, "run only the legacy (pre-2025) configuration instead of comparing both")
-	scan := fs.String("optimize-scan", "auto", "mb_optimize_scan: auto (on from 16 groups), on or off")
+	scan := fs.String("optimize-scan", "off,on", "mb_optimize_scan: comma-separated `modes` (auto: on from 16 groups, on, off), each run in turn")
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
 	dur := fs.Duration("duration", 2*time.Second, "time per throughput point")
 	count := fs.Int("count", 1, "runs of each benchmark, configurations alternating: the median (throughput) or mean (quality) is reported")
@@ -120,16 +120,18 @@ func benchAlloc(e *env, c *command, args []string) error {
 		}
 		ps = append(ps, p)
 	}
-	var scanMode mballoc.OptimizeScan
-	switch *scan {
-	case "auto":
-		scanMode = mballoc.OptimizeScanAuto
-	case "on":
-		scanMode = mballoc.OptimizeScanOn
-	case "off":
-		scanMode = mballoc.OptimizeScanOff
-	default:
-		return usagef("bad -optimize-scan value %q (auto, on or off)", *scan)
+	var scanModes []mballoc.OptimizeScan
+	for _, m := range strings.Split(*scan, ",") {
+		switch strings.TrimSpace(m) {
+		case "auto":
+			scanModes = append(scanModes, mballoc.OptimizeScanAuto)
+		case "on":
+			scanModes = append(scanModes, mballoc.OptimizeScanOn)
+		case "off":
+			scanModes = append(scanModes, mballoc.OptimizeScanOff)
+		default:
+			return usagef("bad -optimize-scan value %q (auto, on or off)", m)
+		}
 	}
 	size, err := parseSize(*sizeStr)
 	if err != nil {
@@ -147,29 +149,52 @@ func benchAlloc(e *env, c *command, args []string) error {
 			return usagef("unknown benchmark %q in -run (fallocate2, append, fragmentation, smallfiles)", r)
 		}
 	}
-	configs := []bench.Options{{Legacy: true}, {Legacy: false}}
-	if *legacyOnly {
-		configs = configs[:1]
-	}
-	for i := range configs {
-		configs[i].OptimizeScan, configs[i].Size, configs[i].Stats = scanMode, size, *stats && !*asJSON
-		configs[i].CPUs = *cpus
-	}
 	out := &benchOut{e: e, json: *asJSON}
+	for _, mode := range scanModes {
+		configs := []bench.Options{{Legacy: true}, {Legacy: false}}
+		if *legacyOnly {
+			configs = configs[:1]
+		}
+		for i := range configs {
+			configs[i].OptimizeScan, configs[i].Size, configs[i].Stats = mode, size, *stats && !*asJSON
+			configs[i].CPUs = *cpus
+		}
+		a := allocBench{out: out, configs: configs, ps: ps, dur: *dur, count: *count, cpus: *cpus, size: *sizeStr, root: *root}
+		if err := a.run(runs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// allocBench runs the allocator benchmarks for one optimize_scan mode.
+type allocBench struct {
+	out        *benchOut
+	configs    []bench.Options
+	ps         []int
+	dur        time.Duration
+	count      int
+	cpus       int
+	size, root string
+}
+
+func (ab allocBench) run(runs map[string]bool) error {
+	out, configs := ab.out, ab.configs
+	scan := configs[0].OptimizeScan.String()
 	sizing := fmt.Sprintf("%d CPUs", runtime.GOMAXPROCS(0))
-	if *cpus > 0 {
-		sizing += fmt.Sprintf(", allocator sized for %d", *cpus)
+	if ab.cpus > 0 {
+		sizing += fmt.Sprintf(", allocator sized for %d", ab.cpus)
 	}
 	throughput := func(title string, f func(o bench.Options, p int, d time.Duration, ops int64) (bench.Row, error)) error {
 		out.printf("%s\n", title)
-		out.printf("(%s, %s filesystem, optimize_scan=%s, %v per point, median of %d%s)\n", sizing, *sizeStr, *scan, *dur, *count, loadAvg())
+		out.printf("(%s, %s filesystem, optimize_scan=%s, %v per point, median of %d%s)\n", sizing, ab.size, scan, ab.dur, ab.count, loadAvg())
 		if len(configs) == 2 {
 			out.printf("%6s %16s %18s %9s %22s\n", "P", "base (legacy)", "patched (default)", "change", "CPU ns/op legacy/dflt")
 		} else {
 			out.printf("%6s %16s %12s\n", "P", "legacy", "CPU ns/op")
 		}
-		for _, p := range ps {
-			res, err := interleaved(f, configs, p, *dur, *count)
+		for _, p := range ab.ps {
+			res, err := interleaved(f, configs, p, ab.dur, ab.count)
 			if err != nil {
 				return err
 			}
@@ -199,11 +224,11 @@ func benchAlloc(e *env, c *command, args []string) error {
 	}
 	quality := func(title string, f func(o bench.Options) ([]bench.Row, error)) error {
 		out.printf("%s\n", title)
-		if *count > 1 {
-			out.printf("(mean of %d runs)\n", *count)
+		if ab.count > 1 {
+			out.printf("(mean of %d runs)\n", ab.count)
 		}
 		all := make([][]bench.Row, len(configs))
-		for i := 0; i < *count; i++ {
+		for i := 0; i < ab.count; i++ {
 			for k, o := range configs {
 				rows, err := f(o)
 				if err != nil {
@@ -220,7 +245,7 @@ func benchAlloc(e *env, c *command, args []string) error {
 		}
 		for _, rows := range all {
 			for j := range rows {
-				rows[j].Value /= float64(*count)
+				rows[j].Value /= float64(ab.count)
 				out.row(rows[j])
 			}
 		}
@@ -241,16 +266,16 @@ func benchAlloc(e *env, c *command, args []string) error {
 		return nil
 	}
 	if runs["fragmentation"] {
-		if err := quality(fmt.Sprintf("fragmentation: 8 concurrent streams appending 64 KiB up to 32 MiB each (%s)", sizing), bench.Fragmentation); err != nil {
+		if err := quality(fmt.Sprintf("fragmentation: 8 concurrent streams appending 64 KiB up to 32 MiB each (%s, optimize_scan=%s)", sizing, scan), bench.Fragmentation); err != nil {
 			return err
 		}
 	}
 	if runs["smallfiles"] {
-		sizes, err := bench.FileSizes(*root)
+		sizes, err := bench.FileSizes(ab.root)
 		if err != nil {
 			return fmt.Errorf("smallfiles: %w", err)
 		}
-		title := fmt.Sprintf("smallfiles: the %d files under %s written as small closed files", len(sizes), *root)
+		title := fmt.Sprintf("smallfiles: the %d files under %s written as small closed files (optimize_scan=%s)", len(sizes), ab.root, scan)
 		if err := quality(title, func(o bench.Options) ([]bench.Row, error) { return bench.SmallFiles(o, sizes) }); err != nil {
 			return err
 		}

@@ -36,15 +36,16 @@ func TestBenchAllocJSON(t *testing.T) {
 		}
 		b, _ := m["bench"].(string)
 		if _, ok := m["ops_per_sec"]; ok {
-			if v, _ := m["ops_per_sec"].(float64); v <= 0 || m["p"] == nil || len(m) != 4 {
+			if v, _ := m["ops_per_sec"].(float64); v <= 0 || m["p"] == nil || len(m) != 5 {
 				t.Fatalf("throughput row %q", sc.Text())
 			}
-		} else if _, ok := m["metric"].(string); !ok || m["value"] == nil || len(m) != 4 {
+		} else if _, ok := m["metric"].(string); !ok || m["value"] == nil || len(m) != 5 {
 			t.Fatalf("quality row %q", sc.Text())
 		}
 		seen[b]++
 	}
-	if seen["fallocate2"] != 4 || seen["append"] != 4 || seen["fragmentation"] == 0 || seen["smallfiles"] == 0 {
+	// Two workers' counts, two configurations, optimize_scan off and on.
+	if seen["fallocate2"] != 8 || seen["append"] != 8 || seen["fragmentation"] == 0 || seen["smallfiles"] == 0 {
 		t.Fatalf("rows per bench %v", seen)
 	}
 }

@@ -46,6 +46,7 @@ func (o Options) Config() string {
 type Row struct {
 	Bench     string
 	Config    string
+	Scan      string // mb_optimize_scan of the run: auto, on or off
 	P         int
 	OpsPerSec float64
 	CPUPerOp  time.Duration // process CPU time per operation (0 if unknown); not marshalled
@@ -54,23 +55,26 @@ type Row struct {
 	Stats     *mballoc.Stats // when Options.Stats; not marshalled
 }
 
-// MarshalJSON writes a throughput row as {"bench","config","p","ops_per_sec"}
-// and a quality row as {"bench","config","metric","value"}.
+// MarshalJSON writes a throughput row as
+// {"bench","config","optimize_scan","p","ops_per_sec"} and a quality row as
+// {"bench","config","optimize_scan","metric","value"}.
 func (r Row) MarshalJSON() ([]byte, error) {
 	if r.Metric != "" {
 		return json.Marshal(struct {
 			Bench  string  `json:"bench"`
 			Config string  `json:"config"`
+			Scan   string  `json:"optimize_scan"`
 			Metric string  `json:"metric"`
 			Value  float64 `json:"value"`
-		}{r.Bench, r.Config, r.Metric, r.Value})
+		}{r.Bench, r.Config, r.Scan, r.Metric, r.Value})
 	}
 	return json.Marshal(struct {
 		Bench     string  `json:"bench"`
 		Config    string  `json:"config"`
+		Scan      string  `json:"optimize_scan"`
 		P         int     `json:"p"`
 		OpsPerSec float64 `json:"ops_per_sec"`
-	}{r.Bench, r.Config, r.P, r.OpsPerSec})
+	}{r.Bench, r.Config, r.Scan, r.P, r.OpsPerSec})
 }
 
 // fsys is one benchmark filesystem with its journal.
@@ -285,7 +289,7 @@ func appendLoop(o Options, name string, p int, d time.Duration, ops int64, chunk
 		return Row{}, err
 	}
 	n := max(done.Load(), 1)
-	r := Row{Bench: name, Config: o.Config(), P: p, OpsPerSec: float64(n) / el.Seconds(), CPUPerOp: cpu / time.Duration(n)}
+	r := Row{Bench: name, Config: o.Config(), Scan: o.OptimizeScan.String(), P: p, OpsPerSec: float64(n) / el.Seconds(), CPUPerOp: cpu / time.Duration(n)}
 	if o.Stats {
 		st := f.a.Stats()
 		r.Stats = &st
@@ -341,6 +345,9 @@ func Fragmentation(o Options) ([]Row, error) {
 		{Bench: "fragmentation", Config: c, Metric: "extents_per_file", Value: float64(sum) / streams},
 		{Bench: "fragmentation", Config: c, Metric: "max_extents_per_file", Value: float64(maxExt)},
 		{Bench: "fragmentation", Config: c, Metric: "groups_touched", Value: float64(len(groups))},
+	}
+	for i := range rows {
+		rows[i].Scan = o.OptimizeScan.String()
 	}
 	if o.Stats {
 		st := f.a.Stats()
@@ -414,6 +421,9 @@ func SmallFiles(o Options, sizes []int64) ([]Row, error) {
 		{Bench: "smallfiles", Config: c, Metric: "blocks", Value: float64(blocks)},
 		{Bench: "smallfiles", Config: c, Metric: "extents", Value: float64(extents)},
 		{Bench: "smallfiles", Config: c, Metric: "min_group_span", Value: float64(minSpan(blocks, f.geo))},
+	}
+	for i := range rows {
+		rows[i].Scan = o.OptimizeScan.String()
 	}
 	if o.Stats {
 		st := f.a.Stats()

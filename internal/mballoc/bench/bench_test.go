@@ -18,7 +18,7 @@ func TestRunsAndRows(t *testing.T) {
 		}
 		b, _ := json.Marshal(r)
 		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil || m["bench"] != "fallocate2" || m["p"] != 3.0 || len(m) != 4 {
+		if err := json.Unmarshal(b, &m); err != nil || m["bench"] != "fallocate2" || m["p"] != 3.0 || len(m) != 5 {
 			t.Fatalf("json %s: %v", b, err)
 		}
 		rows, err := Fragmentation(Options{Legacy: legacy, Size: 1 << 30})
@@ -30,7 +30,7 @@ func TestRunsAndRows(t *testing.T) {
 		}
 		b, _ = json.Marshal(rows[0])
 		m = nil
-		if err := json.Unmarshal(b, &m); err != nil || m["metric"] != "extents_per_file" || len(m) != 4 {
+		if err := json.Unmarshal(b, &m); err != nil || m["metric"] != "extents_per_file" || len(m) != 5 {
 			t.Fatalf("json %s: %v", b, err)
 		}
 		sizes := []int64{1, 4096, 5000, 70000, 0, 1 << 20, 123}
