@@ -3,7 +3,6 @@ package mballoc
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 )
 
 // MemStore is an in-memory Store shaped like a freshly made ext4 (sparse
@@ -14,10 +13,9 @@ import (
 // bitmap, is an error, so a double allocation or double free cannot pass
 // unnoticed.
 type MemStore struct {
-	geo     *geo
-	groups  []memGroup
-	meta    [][2]uint64 // system zone: [start, end) block ranges, sorted
-	updates atomic.Uint64
+	geo    *geo
+	groups []memGroup
+	meta   [][2]uint64 // system zone: [start, end) block ranges, sorted
 }
 
 type memGroup struct {
@@ -219,7 +217,6 @@ func (s *MemStore) UpdateBlockBitmap(tx Tx, group, start, count uint32, used boo
 	if tx != nil {
 		mg.lastTx = tx.ID()
 	}
-	s.updates.Add(1)
 	return nil
 }
 
@@ -292,9 +289,6 @@ func (s *MemStore) Uninit(group uint32) bool {
 	defer mg.mu.Unlock()
 	return mg.uninit
 }
-
-// Updates returns the number of successful UpdateBlockBitmap calls.
-func (s *MemStore) Updates() uint64 { return s.updates.Load() }
 
 // Geometry returns the store's geometry.
 func (s *MemStore) Geometry() Geometry { return s.geo.Geometry }

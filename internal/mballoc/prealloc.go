@@ -545,6 +545,11 @@ func (a *Allocator) storeStreamGoal(ino, gi, start uint32) {
 		a.legacyGoal.Unlock()
 		return
 	}
-	a.goals[ino%uint32(len(a.goals))].v.Store(gi)
-	lockstat.Count(lockstat.AllocStreamGoal)
+	// Written only when it changes: the streams sharing a slot would
+	// otherwise take the line from each other on every allocation, though
+	// they mostly store the group it already holds.
+	if slot := &a.goals[ino%uint32(len(a.goals))].v; slot.Load() != gi {
+		slot.Store(gi)
+		lockstat.Count(lockstat.AllocStreamGoal)
+	}
 }

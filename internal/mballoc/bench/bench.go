@@ -185,6 +185,12 @@ func (fl *file) add(e mballoc.Extent) {
 	fl.next += uint64(e.Len)
 }
 
+// paddedCount is a worker's operation count, alone on its cache line.
+type paddedCount struct {
+	n atomic.Int64
+	_ [56]byte
+}
+
 // appendBlocks writes n blocks at the end of fl as an open file does.
 func (f *fsys) appendBlocks(fl *file, n uint32, open bool, size uint64) error {
 	bs := uint64(f.geo.BlockSize)
@@ -248,7 +254,10 @@ func appendLoop(o Options, name string, p int, d time.Duration, ops int64, chunk
 	bs := uint64(f.geo.BlockSize)
 	perOp := uint32((chunk + bs - 1) / bs)
 	limit := (1 << 20) / bs
-	var done atomic.Int64
+	// Each worker counts its own operations on a line of its own, as
+	// will-it-scale's tasks do: a shared counter would be a line every
+	// operation writes, the benchmark's own contention.
+	done := make([]paddedCount, p)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	start, cpu0 := time.Now(), processCPU()
@@ -257,15 +266,21 @@ func appendLoop(o Options, name string, p int, d time.Duration, ops int64, chunk
 		go func(w int) {
 			defer wg.Done()
 			fl := &file{ino: uint32(12 + w), flags: flags}
-			for !stop.Load() {
+			share := int64(-1) // with ops > 0, this worker's part of them
+			if ops > 0 {
+				share = ops / int64(p)
+				if int64(w) < ops%int64(p) {
+					share++
+				}
+			}
+			for !stop.Load() && share != 0 {
 				if err := f.appendBlocks(fl, perOp, true, 0); err != nil {
 					f.fail(fmt.Errorf("worker %d: %w", w, err))
 					stop.Store(true)
 					return
 				}
-				if n := done.Add(1); ops > 0 && n >= ops {
-					stop.Store(true)
-				}
+				done[w].n.Add(1)
+				share--
 				if fl.next >= limit {
 					if err := f.truncate(fl); err != nil {
 						f.fail(err)
@@ -288,7 +303,11 @@ func appendLoop(o Options, name string, p int, d time.Duration, ops int64, chunk
 	if err := f.close(); err != nil {
 		return Row{}, err
 	}
-	n := max(done.Load(), 1)
+	var n int64
+	for i := range done {
+		n += done[i].n.Load()
+	}
+	n = max(n, 1)
 	r := Row{Bench: name, Config: o.Config(), Scan: o.OptimizeScan.String(), P: p, OpsPerSec: float64(n) / el.Seconds(), CPUPerOp: cpu / time.Duration(n)}
 	if o.Stats {
 		st := f.a.Stats()
