@@ -20,6 +20,8 @@
 #                        /usr/include and /usr/lib/python3.N when present)
 #   SIZE=2G              image size
 #   CONTENDERS="kernel ext4go fuse2fs"
+#   REPEAT=1             runs of each (ext4go's layout varies from run to run;
+#                        with more than one the table adds the means)
 #   MKFS_OPTS="-E lazy_itable_init=0,lazy_journal_init=0"  more mke2fs options
 #                        (the kernel then starts no background inode-table init)
 #   EXT4GO_MOUNT_OPTS=   -o options for ext4go mount (e.g. writeback_cache)
@@ -49,6 +51,7 @@ fi
 BLOCK_SIZES=${BLOCK_SIZES:-1024 4096}
 SIZE=${SIZE:-2G}
 CONTENDERS=${CONTENDERS:-kernel ext4go fuse2fs}
+REPEAT=${REPEAT:-1}
 MKFS_OPTS=${MKFS_OPTS--E lazy_itable_init=0,lazy_journal_init=0}
 EXT4GO_MOUNT_OPTS=${EXT4GO_MOUNT_OPTS:-}
 if [ ${#trees[@]} = 0 ]; then
@@ -89,14 +92,6 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 mkdir "$mnt"
 
-if [ -z "${EXT4GO:-}" ]; then
-	EXT4GO=$work/ext4go
-	say "building ./cmd/ext4go"
-	(cd "$(dirname "$0")/.." && go build -o "$EXT4GO" ./cmd/ext4go)
-fi
-[ -x "$EXT4GO" ] || { echo "$0: EXT4GO=$EXT4GO is not an executable" >&2; exit 2; }
-ext4go_version=$("$EXT4GO" --version 2>/dev/null | head -1 || echo "?")
-
 # Which contenders run; a missing one is skipped with the reason.
 run=()
 for c in $CONTENDERS; do
@@ -107,6 +102,12 @@ for c in $CONTENDERS; do
 		;;
 	ext4go | fuse2fs)
 		[ -e /dev/fuse ] || { say "skipping $c: no /dev/fuse"; continue; }
+		# go-fuse mounts through fusermount3 (or fusermount), also as root.
+		if [ "$c" = ext4go ] && ! command -v fusermount3 >/dev/null && ! command -v fusermount >/dev/null &&
+			[ ! -x /bin/fusermount3 ] && [ ! -x /bin/fusermount ]; then
+			say "skipping ext4go: no fusermount3 (apt-get install fuse3)"
+			continue
+		fi
 		if [ "$c" = fuse2fs ] && ! command -v fuse2fs >/dev/null; then
 			say "skipping fuse2fs: not installed (apt-get install fuse2fs)"
 			continue
@@ -138,6 +139,15 @@ for t in "${trees[@]}"; do
 	use+=("$t")
 done
 [ ${#use[@]} -gt 0 ] || { echo "$0: no tree to untar" >&2; exit 1; }
+
+if [ -z "${EXT4GO:-}" ]; then
+	EXT4GO=$work/ext4go
+	say "building ./cmd/ext4go"
+	(cd "$(dirname "$0")/.." && go build -o "$EXT4GO" ./cmd/ext4go)
+fi
+[ -x "$EXT4GO" ] || { echo "$0: EXT4GO=$EXT4GO is not an executable" >&2; exit 2; }
+ext4go_version=$("$EXT4GO" --version 2>/dev/null) || ext4go_version="?"
+ext4go_version=${ext4go_version%%$'\n'*}
 
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
@@ -200,93 +210,120 @@ abandon() { # after a failed mount: nothing left behind for the next run
 	[ -z "$loop" ] || { losetup -d "$loop"; loop=; } || true
 }
 
-rows=() # tree bs contender pct count groups ngroups fsck untar umount
+# onerun BS TREE CONTENDER N: a fresh image, the untar, the checks; one row.
+onerun() {
+	local bs=$1 t=$2 c=$3 n=$4 untar=- umnt=- pct= count= groups= ngroups= fsck=FAIL st=0 t0
+	rm -f "$img"
+	truncate -s "$SIZE" "$img"
+	# shellcheck disable=SC2086 # MKFS_OPTS is a list of options
+	mke2fs -q -F -t ext4 -b "$bs" $MKFS_OPTS "$img"
+	if mountit "$c"; then
+		t0=$(now)
+		if tar -C "$t" -cf - . | tar -C "$mnt" -xf -; then
+			untar=$(since "$t0")
+		else
+			say "untar into $c failed"
+			failed=1
+		fi
+		t0=$(now)
+		umountit "$c"
+		umnt=$(since "$t0")
+	else
+		say "mounting with $c failed"
+		failed=1
+		abandon
+	fi
+	e2fsck -fnv "$img" >"$work/fsck.out" 2>&1 || st=$?
+	if [ "$st" = 0 ]; then
+		fsck=ok
+	else
+		fsck="FAIL($st)"
+		failed=1
+		say "e2fsck -fnv exited with $st after $c (bs $bs, $t, run $n):"
+		head -40 "$work/fsck.out" >&2
+	fi
+	if [ "$untar" = - ]; then # nothing (or not all) written: no figures
+		rowout
+		return
+	fi
+	# "      12 non-contiguous files (0.1%)", "1 non-contiguous file (0.0%)"
+	read -r count pct < <(sed -n 's/^ *\([0-9]*\) non-contiguous files\{0,1\} (\([0-9.]*\)%).*/\1 \2/p' "$work/fsck.out") || true
+	# The summary's groups_with_data and groups (frag --json ends with it).
+	if "$EXT4GO" frag --json "$img" >"$work/frag.json" 2>"$work/frag.err"; then
+		read -r groups ngroups < <(sed 's/.*"summary":{//' "$work/frag.json" |
+			tr ',' '\n' | sed -n 's/^"\(groups_with_data\|groups\)":\([0-9]*\).*/\1 \2/p' |
+			awk '{ v[$1] = $2 } END { print v["groups_with_data"], v["groups"] }') || true
+	else
+		say "ext4go frag failed: $(head -3 "$work/frag.err")"
+	fi
+	rowout
+}
+
+rowout() { # onerun's row, to the table's file and as JSON
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$bs" "$c" "$n" "${pct:--}" "${count:--}" \
+		"${groups:--}" "${ngroups:--}" "$fsck" "$untar" "$umnt" >>"$rows"
+	printf '{"tree":"%s","block_size":%s,"contender":"%s","run":%s,"non_contiguous_percent":%s,"non_contiguous_files":%s,"groups_with_data":%s,"groups":%s,"e2fsck":"%s","untar_seconds":%s,"umount_seconds":%s}\n' \
+		"$t" "$bs" "$c" "$n" "${pct:-null}" "${count:-null}" "${groups:-null}" "${ngroups:-null}" "$fsck" \
+		"${untar/#-/null}" "${umnt/#-/null}" >&3
+}
+
+rows=$work/rows # tree bs contender run pct count groups ngroups fsck untar umount, tab-separated
+: >"$rows"
 failed=0
 for t in "${use[@]}"; do
 	# Warm the page cache so the first contender does not also pay for
 	# reading the tree off the disk.
 	tar -C "$t" -cf - . | cat >/dev/null
 done
-say "$ext4go_version ($EXT4GO); image $SIZE; mke2fs -t ext4 $MKFS_OPTS; contenders: ${run[*]}"
+say "$ext4go_version ($EXT4GO); image $SIZE; mke2fs -t ext4 $MKFS_OPTS; contenders: ${run[*]}; $REPEAT run(s) each"
 for bs in $BLOCK_SIZES; do
 	for t in "${use[@]}"; do
-		for c in "${run[@]}"; do
-			say "bs $bs, $t, $c"
-			rm -f "$img"
-			truncate -s "$SIZE" "$img"
-			# shellcheck disable=SC2086 # MKFS_OPTS is a list of options
-			mke2fs -q -F -t ext4 -b "$bs" $MKFS_OPTS "$img"
-			untar=- umnt=- pct=- count=- groups=- ngroups=- fsck=FAIL
-			if mountit "$c"; then
-				t0=$(now)
-				if tar -C "$t" -cf - . | tar -C "$mnt" -xf -; then
-					untar=$(since "$t0")
-				else
-					say "untar into $c failed"
-					failed=1
-				fi
-				t0=$(now)
-				umountit "$c"
-				umnt=$(since "$t0")
-			else
-				say "mounting with $c failed"
-				failed=1
-				abandon
-			fi
-			st=0
-			e2fsck -fnv "$img" >"$work/fsck.out" 2>&1 || st=$?
-			if [ "$st" = 0 ]; then
-				fsck=ok
-			else
-				fsck="FAIL($st)"
-				failed=1
-				say "e2fsck -fnv exited with $st after $c (bs $bs, $t):"
-				head -40 "$work/fsck.out" >&2
-			fi
-			# "      12 non-contiguous files (0.1%)"
-			read -r count pct < <(sed -n 's/^ *\([0-9]*\) non-contiguous files (\([0-9.]*\)%).*/\1 \2/p' "$work/fsck.out") || true
-			if "$EXT4GO" frag --json "$img" >"$work/frag.json" 2>"$work/frag.err"; then
-				read -r groups ngroups < <(sed 's/.*"summary":{//' "$work/frag.json" |
-					tr ',' '\n' | sed -n 's/^"\(groups_with_data\|groups\)":\([0-9]*\).*/\1 \2/p' |
-					sort | awk '{ v[$1] = $2 } END { print v["groups_with_data"], v["groups"] }')
-			else
-				say "ext4go frag failed: $(head -3 "$work/frag.err")"
-			fi
-			rows+=("$t|$bs|$c|${pct:--}|${count:--}|${groups:--}|${ngroups:--}|$fsck|$untar|$umnt")
-			printf '{"tree":"%s","block_size":%s,"contender":"%s","non_contiguous_percent":%s,"non_contiguous_files":%s,"groups_with_data":%s,"groups":%s,"e2fsck":"%s","untar_seconds":%s,"umount_seconds":%s}\n' \
-				"$t" "$bs" "$c" "${pct:-null}" "${count:-null}" "${groups:-null}" "${ngroups:-null}" "$fsck" \
-				"$([ "$untar" = - ] && echo null || echo "$untar")" "$([ "$umnt" = - ] && echo null || echo "$umnt")" >&3
-			rm -f "$img"
+		for n in $(seq "$REPEAT"); do
+			for c in "${run[@]}"; do
+				say "bs $bs, $t, $c, run $n"
+				onerun "$bs" "$t" "$c" "$n"
+			done
 		done
 	done
 done
 
 echo
-echo "ext4go: $ext4go_version"
+echo "ext4go: $ext4go_version${EXT4GO_MOUNT_OPTS:+, mounted -o $EXT4GO_MOUNT_OPTS}; mke2fs -t ext4 -b BS $MKFS_OPTS"
 for bs in $BLOCK_SIZES; do
 	echo "== block size $bs, image $SIZE =="
-	printf '%-22s %-8s %8s %7s %11s %-8s %8s %9s\n' tree contender noncontig files groups e2fsck untar_s umount_s
-	for r in "${rows[@]}"; do
-		IFS='|' read -r t b c pct count groups ngroups fsck untar umnt <<<"$r"
-		[ "$b" = "$bs" ] || continue
-		printf '%-22s %-8s %7s%% %7s %11s %-8s %8s %9s\n' "$t" "$c" "$pct" "$count" "$groups/$ngroups" "$fsck" "$untar" "$umnt"
-	done
-	# Differences to the kernel, in percentage points (and groups).
-	for t in "${use[@]}"; do
-		kp= kg=
-		for r in "${rows[@]}"; do
-			IFS='|' read -r rt b c pct count groups ngroups fsck untar umnt <<<"$r"
-			[ "$b" = "$bs" ] && [ "$rt" = "$t" ] && [ "$c" = kernel ] && { kp=$pct kg=$groups; }
-		done
-		[ -n "$kp" ] && [ "$kp" != - ] || continue
-		for r in "${rows[@]}"; do
-			IFS='|' read -r rt b c pct count groups ngroups fsck untar umnt <<<"$r"
-			[ "$b" = "$bs" ] && [ "$rt" = "$t" ] && [ "$c" != kernel ] && [ "$pct" != - ] || continue
-			awk -v t="$t" -v c="$c" -v p="$pct" -v kp="$kp" -v g="$groups" -v kg="$kg" 'BEGIN {
-				gd = (g ~ /^[0-9]+$/ && kg ~ /^[0-9]+$/) ? sprintf("%+d", g - kg) : "?"
-				printf "  %-20s %-8s - kernel: %+5.1f pp non-contiguous, %s groups with data\n", t, c, p - kp, gd }'
-		done
-	done
+	awk -F '\t' -v bs="$bs" -v repeat="$REPEAT" '
+	$2 != bs { next }
+	{
+		if (!(($1) in seen)) { seen[$1] = 1; trees[++nt] = $1 }
+		if (!(($3) in cseen)) { cseen[$3] = 1; cons[++nc] = $3 }
+		if (!hdr++) printf "%-22s %-8s %3s %9s %6s %11s %-8s %8s %9s\n", "tree", "contender", "run", "noncontig", "files", "groups", "e2fsck", "untar_s", "umount_s"
+		printf "%-22s %-8s %3s %8s%% %6s %11s %-8s %8s %9s\n", $1, $3, $4, $5, $6, $7 "/" $8, $9, $10, $11
+		k = $1 SUBSEP $3
+		if ($5 != "-") { sp[k] += $5; np[k]++ }
+		if ($7 != "-") { sg[k] += $7; ng[k]++ }
+		if ($10 != "-") { su[k] += $10; nu[k]++ }
+	}
+	END {
+		if (repeat > 1) {
+			print "  means:"
+			for (i = 1; i <= nt; i++) for (j = 1; j <= nc; j++) {
+				k = trees[i] SUBSEP cons[j]
+				if (!np[k]) continue
+				printf "  %-20s %-8s %8.2f%% non-contiguous, %6.1f groups with data, %7.2f s untar\n", trees[i], cons[j], sp[k] / np[k], ng[k] ? sg[k] / ng[k] : 0, nu[k] ? su[k] / nu[k] : 0
+			}
+		}
+		# Differences to the kernel (means over the runs): percentage points, groups.
+		for (i = 1; i <= nt; i++) {
+			kk = trees[i] SUBSEP "kernel"
+			if (!np[kk]) continue
+			for (j = 1; j <= nc; j++) {
+				k = trees[i] SUBSEP cons[j]
+				if (cons[j] == "kernel" || !np[k]) continue
+				gd = (ng[k] && ng[kk]) ? sprintf("%+.1f", sg[k] / ng[k] - sg[kk] / ng[kk]) : "?"
+				printf "  %-20s %-8s - kernel: %+6.1f pp non-contiguous, %s groups with data\n", trees[i], cons[j], sp[k] / np[k] - sp[kk] / np[kk], gd
+			}
+		}
+	}' "$rows"
 done
 if [ "$failed" != 0 ]; then
 	echo "FAIL: an e2fsck or a run failed (see above)"
