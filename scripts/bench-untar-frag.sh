@@ -319,7 +319,7 @@ for bs in $BLOCK_SIZES; do
 			for (j = 1; j <= nc; j++) {
 				k = trees[i] SUBSEP cons[j]
 				if (cons[j] == "kernel" || !np[k]) continue
-				gd = (ng[k] && ng[kk]) ? sprintf("%+.1f", sg[k] / ng[k] - sg[kk] / ng[kk]) : "?"
+				gd = (ng[k] && ng[kk]) ? sprintf("%+g", sg[k] / ng[k] - sg[kk] / ng[kk]) : "?"
 				printf "  %-20s %-8s - kernel: %+6.1f pp non-contiguous, %s groups with data\n", trees[i], cons[j], sp[k] / np[k] - sp[kk] / np[kk], gd
 			}
 		}
