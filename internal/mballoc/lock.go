@@ -3,6 +3,7 @@ package mballoc
 import (
 	"github.com/ext4go/ext4go/internal/lockstat"
 	"runtime"
+	"time"
 )
 
 // groupLock guards a group's state (kernel: ext4_lock_group, a spinlock),
@@ -31,27 +32,36 @@ func (l *groupLock) Lock() {
 
 func (l *groupLock) TryLock() bool { return l.mu.TryLock() }
 
-// goalSpins is how many times lockSoon yields before it gives up.
-const goalSpins = 4
+// goalSpins and goalWait bound how long lockSoon tries: at least
+// goalSpins yields and goalWait. A holder that is running leaves within
+// that (a group's critical sections take microseconds, tens under the race
+// detector); one whose thread the kernel took away, or whose goroutine
+// waits behind others for a processor, is gone for a scheduler tick or
+// more, which is what no kernel spinlock holder ever is.
+const (
+	goalSpins = 4
+	goalWait  = 200 * time.Microsecond
+)
 
-// lockSoon takes the lock if it becomes free within a few yields of the
-// processor, and otherwise reports false holding nothing. A holder that is
-// running leaves within that time (a group's critical sections are a few
-// microseconds); one that is not (preempted, or descheduled with its
-// thread) may not come back for milliseconds, and waiting for it is what
-// a kernel spinlock never has to do. Used where the caller has somewhere
-// else to go: a goal it may give up.
+// lockSoon takes the lock if it becomes free soon (goalSpins, goalWait),
+// and otherwise reports false holding nothing. Used where the caller has
+// somewhere else to go: a goal it may give up.
 func (l *groupLock) lockSoon() bool {
+	var start time.Time
 	for i := 0; ; i++ {
 		if l.mu.TryLock() {
 			return true
 		}
-		if i == goalSpins {
+		switch {
+		case i == goalSpins:
+			start = time.Now()
+		case i > goalSpins && time.Since(start) > goalWait:
 			return false
 		}
 		runtime.Gosched()
 	}
 }
+
 func (l *groupLock) Unlock() { l.mu.Unlock() }
 
 // legacyLock is groupLock counted as the legacy stream goal's lock.
