@@ -226,9 +226,11 @@ func (st *daState) search(lblk uint32) int {
 
 // daWrite writes what it can of p at pos as delayed data: into blocks
 // already delayed, or into a hole, reserving it. handled false means pos
-// is in a mapped block (or the file is past the point of delaying), for
-// writeChunk. n.mu is held exclusively and f.delayable(n's inode).
-func (f *FS) daWrite(n *node, p []byte, pos int64) (int, bool, error) {
+// is in a mapped block, for writeChunk; lowSpace that the free space is
+// too low to delay more (kernel: ext4_nonda_switch), so the caller must
+// flush what is delayed and allocate at once. n.mu is held exclusively
+// and f.delayable(n's inode).
+func (f *FS) daWrite(n *node, p []byte, pos int64) (m int, handled, lowSpace bool, err error) {
 	bs := f.blockSize
 	lblk := uint32(pos / bs)
 	lastBlk := uint32((pos + int64(len(p)) - 1) / bs)
@@ -247,7 +249,7 @@ func (f *FS) daWrite(n *node, p []byte, pos int64) (int, bool, error) {
 		}
 		m := min(int64(len(p)), int64(lblk+nblk)*bs-pos)
 		f.daCopy(st.blocks[i:i+int(nblk)], p[:m], pos)
-		return int(m), true, nil
+		return int(m), true, false, nil
 	}
 	// Not delayed: what the tree has there. A lookup reads the tree
 	// without a handle (nothing changes).
@@ -256,27 +258,31 @@ func (f *FS) daWrite(n *node, p []byte, pos int64) (int, bool, error) {
 	mp, err := ed.Lookup(lblk)
 	putExtStore(s)
 	if err != nil {
-		return 0, true, err
+		return 0, true, false, err
 	}
 	if !mp.Hole() {
-		return 0, false, nil
+		return 0, false, false, nil
 	}
 	if f.daLowSpace() {
-		// Allocate at once from here on; what is delayed goes first, so
-		// that writeChunk's holes are holes.
-		f.kickDelayed()
-		if err := f.flushDelayed(n, n.writers.Load() > 0); err != nil {
-			return 0, true, err
-		}
-		return 0, false, nil
+		f.kickDelayed() // the other files' reservations too
+		return 0, false, true, nil
 	}
 	nblk = uint32(min(uint64(lastBlk-lblk+1), mp.Len))
 	if i < len(st.blocks) {
 		nblk = min(nblk, st.blocks[i].lblk-lblk) // up to the next delayed block
 	}
 	nblk = min(nblk, uint32(max(f.w.daLimit/bs, 1)))
-	if err := f.daReserve(st, int64(nblk)); err != nil {
-		return 0, true, err
+	// What fits, if not all: a short write, as the kernel's page by page
+	// reservation gives.
+	for {
+		err := f.daReserve(st, int64(nblk))
+		if err == nil {
+			break
+		}
+		if nblk == 1 {
+			return 0, true, false, err
+		}
+		nblk /= 2
 	}
 	// Insert nblk new blocks at i.
 	old := len(st.blocks)
@@ -293,9 +299,9 @@ func (f *FS) daWrite(n *node, p []byte, pos int64) (int, bool, error) {
 	}
 	st.count.Store(int64(len(st.blocks)))
 	f.w.daBytes.Add(int64(nblk) * bs)
-	m := min(int64(len(p)), int64(lblk+nblk)*bs-pos)
+	m = int(min(int64(len(p)), int64(lblk+nblk)*bs-pos))
 	f.daCopy(st.blocks[i:i+int(nblk)], p[:m], pos)
-	return int(m), true, nil
+	return m, true, false, nil
 }
 
 // daCopy copies p, the file bytes at pos, into the consecutive delayed

@@ -387,10 +387,31 @@ func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite, delay bool) (in
 	done := 0
 	retries := 0
 	delayed := false
+	// flushNow writes the delayed blocks out in the middle of the write:
+	// the size first covers what it wrote, so that no block is mapped
+	// past i_size.
+	flushNow := func() error {
+		if done > 0 {
+			if err := f.extendSize(n, off+int64(done), false); err != nil {
+				return err
+			}
+		}
+		return f.flushDelayed(n, openForWrite)
+	}
 	for done < len(p) {
 		pos := off + int64(done)
 		if delay {
-			m, handled, err := f.daWrite(n, p[done:], pos)
+			m, handled, lowSpace, err := f.daWrite(n, p[done:], pos)
+			if lowSpace {
+				// Allocate at once from here on (delay stays off for
+				// this write); what is delayed goes first, so that
+				// writeChunk's holes are holes.
+				delay = false
+				if err := flushNow(); err != nil {
+					return done, err
+				}
+				continue
+			}
 			if handled {
 				done += m
 				delayed = delayed || m > 0
@@ -402,6 +423,13 @@ func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite, delay bool) (in
 						f.extendSize(n, off+int64(done), false)
 					}
 					return done, err
+				}
+				if f.w.daBytes.Load() > f.w.daLimit && done < len(p) {
+					// A write larger than the bound: its own blocks
+					// go as it goes.
+					if err := flushNow(); err != nil {
+						return done, err
+					}
 				}
 				continue
 			}
