@@ -210,14 +210,27 @@ func (f *FS) daReleaseRest(st *daState, k, paid int64) {
 	f.w.daBytes.Add(-k * f.blockSize)
 }
 
-// daBuf returns a block buffer for delayed data.
+// daBuf returns a block buffer for delayed data. An empty pool is
+// refilled a slab at a time: two allocations for daSlab buffers (the
+// append path allocates nothing per write, TestHotPathAllocs).
 func (f *FS) daBuf() *[]byte {
 	if b, ok := f.w.daPool.Get().(*[]byte); ok {
 		return b
 	}
-	b := make([]byte, f.blockSize)
-	return &b
+	bs := int(f.blockSize)
+	mem := make([]byte, daSlab*bs)
+	bufs := make([][]byte, daSlab)
+	for i := range bufs {
+		bufs[i] = mem[i*bs : (i+1)*bs : (i+1)*bs]
+		if i > 0 {
+			f.w.daPool.Put(&bufs[i])
+		}
+	}
+	return &bufs[0]
 }
+
+// daSlab is the number of block buffers daBuf makes at once.
+const daSlab = 16
 
 // daSearch returns the index of the first block of st at or after lblk.
 func (st *daState) search(lblk uint32) int {
@@ -422,6 +435,14 @@ func (f *FS) daFlushRun(n *node, run []daBlock, open bool) (int, error) {
 	req := mballoc.Request{
 		Inode: n.ino, Logical: uint64(lblk), Len: uint32(min(uint64(len(run)), mp.Len)), Flags: mballoc.FlagData,
 		FileSize: in.Size, OpenForWrite: open,
+	}
+	if mp.NearKnown && mp.HasLeft && mp.HasRight {
+		// A hole between two extents: its whole dirty run is known, so
+		// exactly it, where the neighbours put it first (the goal of
+		// ext4_ext_find_goal), so that the file reads as one run once the
+		// hole is filled. A preallocation window would be clipped to the
+		// hole anyway, and the stream goal is elsewhere.
+		req.Flags |= mballoc.FlagTryGoal | mballoc.FlagNoPrealloc
 	}
 	ext, err := f.mapNew(h, in, s, ed, req, &mp, false, func(ext mballoc.Extent) error {
 		return f.daWriteBlocks(ext.Start, run[:ext.Len])

@@ -276,17 +276,29 @@ func TestDelallocENOSPC(t *testing.T) {
 			if maxReserved == 0 {
 				t.Error("no write was delayed")
 			}
-			// A new file's write fails at once too.
+			// A new file's writes fail soon too, at the write (what the
+			// metadata allowances held back may still fit).
 			g, err := fsys.Create("late")
 			if err != nil && !errors.Is(err, syscall.ENOSPC) {
 				t.Fatal(err)
 			}
 			if err == nil {
-				n, err := g.Write(daData(99, 256<<10))
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Errorf("a write of 256 KiB into a full filesystem wrote %d bytes, %v", n, err)
+				late := daData(99, 4<<20)
+				total := 0
+				for total < len(late) {
+					n, err := g.Write(late[total:min(total+64<<10, len(late))])
+					total += n
+					if err != nil {
+						if !errors.Is(err, syscall.ENOSPC) {
+							t.Fatalf("late write: %v", err)
+						}
+						break
+					}
 				}
-				models["late"] = daData(99, 256<<10)[:n]
+				if total == len(late) {
+					t.Errorf("4 MiB more fit into a full filesystem")
+				}
+				models["late"] = late[:total]
 				if err := g.Close(); err != nil {
 					t.Errorf("close late: %v", err)
 				}
