@@ -817,3 +817,64 @@ func TestDelallocKernelReadBack(t *testing.T) {
 		})
 	}
 }
+
+// TestDelallocTriggers: the background writeback flushes data delayed
+// longer than the commit interval, a writer past the memory bound flushes
+// its own file, and unlinking a file drops its delayed data with its
+// reservation.
+func TestDelallocTriggers(t *testing.T) {
+	image, fsys := daImage(t, 64<<20, 4096, ext4go.Options{CommitInterval: 50 * time.Millisecond, DelayedLimit: 256 << 10})
+	bg, err := fsys.Create("background")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeChunks(t, bg, daData(1, 100<<10), 10<<10)
+	if ext4go.DelayedBlocks(bg) == 0 {
+		t.Fatal("nothing delayed")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ext4go.DelayedBlocks(bg) != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := ext4go.DelayedBlocks(bg); n != 0 {
+		t.Errorf("the background writeback left %d blocks delayed", n)
+	}
+	if ex, err := bg.Extents(); err != nil || len(ex) != 1 {
+		t.Errorf("background-flushed file: extents %+v, %v", ex, err)
+	}
+
+	big, err := fsys.Create("big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < 4<<20; off += 16 << 10 {
+		if _, err := big.Write(daData(off, 16<<10)); err != nil {
+			t.Fatal(err)
+		}
+		if _, n := ext4go.Delayed(fsys); n > 256<<10+16<<10 {
+			t.Fatalf("%d bytes delayed past a bound of 256 KiB", n)
+		}
+	}
+
+	gone, err := fsys.Create("gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeChunks(t, gone, daData(3, 50<<10), 10<<10)
+	if err := fsys.Remove("gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := bg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := big.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r, n := ext4go.Delayed(fsys); r != 0 || n != 0 {
+		t.Errorf("all closed: %d clusters reserved, %d bytes delayed", r, n)
+	}
+	closeChecked(t, fsys, image)
+}
