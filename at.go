@@ -125,6 +125,9 @@ func (f *File) Reopen(flag int) (*File, error) {
 		return nil, &fs.PathError{Op: "reopen", Path: f.name, Err: err}
 	}
 	n.opens.Add(1)
+	if writable {
+		n.writers.Add(1)
+	}
 	n.mu.RUnlock()
 	file := &File{fsys: fsys, n: n, name: f.name, readable: readable, writable: writable, append: flag&os.O_APPEND != 0}
 	if flag&os.O_TRUNC != 0 && n.isRegular() {
@@ -298,7 +301,9 @@ func (f *FS) Usage() Usage {
 	if f.w != nil {
 		// The allocators' counts: the superblock's are rewritten under
 		// w.sbMu as changes commit.
-		free := f.w.balloc.FreeClusters() - f.w.balloc.PendingFrees()
+		// Less what delayed data has reserved (kernel: ext4_statfs
+		// subtracts s_dirtyclusters_counter).
+		free := f.w.balloc.FreeClusters() - f.w.balloc.PendingFrees() - f.w.daReserved.Load()
 		u.FreeBlocks = uint64(max(free, 0)) * uint64(sb.ClusterRatio())
 		u.FreeInodes = uint64(max(f.w.ialloc.FreeInodes(), 0))
 	} else {

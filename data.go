@@ -234,6 +234,8 @@ func (f *FS) readAt(n *node, p []byte, off int64) (int, error) {
 		if err := f.readRuns(n, runs, p, off); err != nil {
 			return 0, err
 		}
+		// Delayed blocks are holes in the tree; their data is in memory.
+		f.daOverlay(n, p, off)
 	}
 	if len(p) < want {
 		return len(p), io.EOF
@@ -298,8 +300,14 @@ func (fl *File) Extents() ([]Extent, error) {
 }
 
 func (f *FS) extentsOf(n *node) ([]Extent, error) {
-	n.mu.RLock() // the tree's blocks must not change while it is walked
-	defer n.mu.RUnlock()
+	// The tree's blocks must not change while it is walked, and delayed
+	// blocks get theirs first (kernel: FIEMAP writes dirty data back
+	// before it reports, filemap_write_and_wait).
+	unlock, err := f.daMapped(n)
+	defer unlock()
+	if err != nil {
+		return nil, err
+	}
 	runs, err := f.mapping(n)
 	if err != nil {
 		return nil, err
@@ -323,8 +331,12 @@ func (fl *File) DataRanges() ([]Range, error) {
 // dataRanges is DataRanges without the open check (Seek holds fl.mu).
 func (fl *File) dataRanges() ([]Range, error) {
 	n, f := fl.n, fl.fsys
-	n.mu.RLock() // the tree's blocks must not change while it is walked
-	defer n.mu.RUnlock()
+	// As extentsOf: a stable tree, delayed blocks mapped first.
+	unlock, err := f.daMapped(n)
+	defer unlock()
+	if err != nil {
+		return nil, err
+	}
 	size := n.size()
 	if n.hasInlineData() || (n.isSymlink() && f.isFastSymlink(n)) {
 		if size == 0 {

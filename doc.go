@@ -55,6 +55,20 @@
 // (lazytime.go; lifetime.go says who holds what lock while a neighbour's
 // times are copied).
 //
+// Delayed allocation: a write into a hole of a regular file with extents
+// reserves its space (a write that does not fit fails with ENOSPC there)
+// and keeps the data in memory; the blocks are chosen when the data goes
+// to disk, with the whole dirty range and the file's size known, so a file
+// written in many small writes gets one extent: on the Close of a File
+// that may write, File.Sync, Sync, Close, past Options.DelayedLimit bytes
+// held, after a commit interval in the background, and before anything
+// that needs the real mapping (fallocate, Extents, DataRanges, SEEK_DATA).
+// Reads and stat see the delayed data at once. The size is written with
+// the write, so a crash before the flush leaves zeros, never other data.
+// A flush that fails keeps the data for the next try and reports the
+// error to the file's next Sync or Close (Options.NoDelalloc allocates at
+// each write instead; delalloc.go has the rules and the locks).
+//
 // Walks: FS.WalkDir and File.OpenAt read each directory through the one
 // above it, so walking a tree costs what it visits, memory grows with the
 // depth only, and a directory loop in a corrupt image is reported as

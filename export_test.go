@@ -132,3 +132,12 @@ func Commits(fsys *FS) int64 { return fsys.tm.Commits() }
 func FreeClusters(fsys *FS) (free, pending int64) {
 	return fsys.w.balloc.FreeClusters(), fsys.w.balloc.PendingFrees()
 }
+
+// Delayed reports fsys's delayed data: the clusters reserved for it and
+// its metadata, and the bytes held in memory.
+func Delayed(fsys *FS) (reserved, bytes int64) {
+	return fsys.w.daReserved.Load(), fsys.w.daBytes.Load()
+}
+
+// DelayedBlocks is the number of delayed blocks of the open file f.
+func DelayedBlocks(f *File) int64 { return f.n.delayedBlocks() }

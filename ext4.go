@@ -83,6 +83,15 @@ type Options struct {
 	// replaying opens the view a fast-commit replay changes: no orphan
 	// cleanup, no periodic commits.
 	replaying bool
+	// NoDelalloc allocates a file's blocks at each write instead of when
+	// its data goes to disk (the kernel's nodelalloc mount option). See
+	// delalloc.go.
+	NoDelalloc bool
+	// DelayedLimit bounds the bytes of delayed (written, not yet
+	// allocated) data held in memory; past it writers flush their own
+	// files and the background writeback flushes the rest (default 32
+	// MiB).
+	DelayedLimit int64
 	// UID and GID own the inodes OpenFile, Mkdir, Symlink and Mknod make
 	// (default 0:0, root); in a setgid directory the group is the
 	// directory's, as on Linux.
@@ -580,11 +589,19 @@ type node struct {
 	// by setInodeHot, whose callers keep no pointer to it. Both mu.
 	spare  *inode.Inode
 	curHot bool
+	// da is the node's delayed data (delalloc.go), nil until its first
+	// delayed write: blocks changed under mu held exclusively, read under
+	// mu shared; its count is read by stat without mu.
+	da atomic.Pointer[daState]
+	// writers counts the open Files that may write (changed at open and
+	// Close): a flush asks for stream allocation while one is open
+	// (kernel: inode_is_open_for_write).
+	writers atomic.Int32
 	// The node fills 192 bytes, a size class whose objects start three
 	// whole cache lines apart: the nodes of files created one after the
 	// other, changed by different goroutines on every write, never share
 	// a line (TestHotLayout).
-	_ [39 * pad.On]byte
+	_ [19 * pad.On]byte
 }
 
 // mapState is a node's block map as built for one inode version.
@@ -781,7 +798,7 @@ func (n *node) stat(f *FS) *Stat {
 		GID:        in.GID,
 		Size:       n.size(),
 		Nlink:      uint32(in.LinksCount),
-		Blocks:     int64(in.Sectors(uint32(f.blockSize), f.hugeFile)),
+		Blocks:     int64(in.Sectors(uint32(f.blockSize), f.hugeFile)) + n.delayedBlocks()*(f.blockSize/512),
 		Atime:      in.Atime.Time(),
 		Mtime:      in.Mtime.Time(),
 		Ctime:      in.Ctime.Time(),

@@ -27,7 +27,7 @@ func (f *File) Write(p []byte) (int, error) {
 	if f.append {
 		f.off = n.size()
 	}
-	m, err := fsys.writeAt(n, p, f.off, true)
+	m, err := fsys.writeAt(n, p, f.off, true, true)
 	f.off += int64(m)
 	if err != nil {
 		return m, &fs.PathError{Op: "write", Path: f.name, Err: err}
@@ -52,7 +52,7 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer n.mu.Unlock()
-	m, err := f.fsys.writeAt(n, p, off, true)
+	m, err := f.fsys.writeAt(n, p, off, true, true)
 	if err != nil {
 		return m, &fs.PathError{Op: "write", Path: f.name, Err: err}
 	}

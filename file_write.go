@@ -39,6 +39,9 @@ type extStore struct {
 	// replay, in a fast-commit replay, takes the data blocks a change
 	// unmaps: they are freed at its end unless mapped again.
 	replay *fcReplay
+	// claimed: the allocations are paid for by delayed data's
+	// reservation (a flush, delalloc.go).
+	claimed bool
 	// ext is the extent editor FS.editor sets up over this store: one
 	// allocation for both, and its scratch serves the whole operation.
 	ext extent.Editor
@@ -80,7 +83,7 @@ func putExtStore(s *extStore) {
 	// Drop what it points to; the editor keeps its scratch arrays
 	// (zeroing them was a fifth of a fallocate's time in the store).
 	s.ext.Clear()
-	s.f, s.h, s.ino, s.n, s.delta, s.undo, s.fresh, s.nodes, s.replay, s.pooled = nil, handle{}, 0, nil, 0, nil, nil, nil, nil, false
+	s.f, s.h, s.ino, s.n, s.delta, s.undo, s.fresh, s.nodes, s.replay, s.pooled, s.claimed = nil, handle{}, 0, nil, 0, nil, nil, nil, nil, false, false
 	s.lent = s.lent[:0]
 	extStores.Put(s)
 }
@@ -170,7 +173,7 @@ func (s *extStore) AllocNode(goal uint64) (uint64, error) {
 		s.fresh[p] = true
 		return p, nil
 	}
-	e, err := s.f.allocBlocks(s.h, mballoc.Request{Inode: s.ino, Len: 1, Goal: goal})
+	e, err := s.f.allocBlocksFor(s.h, mballoc.Request{Inode: s.ino, Len: 1, Goal: goal}, s.claimed)
 	if err != nil {
 		return 0, err
 	}
@@ -348,9 +351,10 @@ func (f *FS) checkDataWritable(n *node) error {
 }
 
 // writeAt writes p at off into regular file n, allocating blocks for holes
+// (or, with delay and a file that allows it, delaying them: delalloc.go)
 // and converting unwritten extents it writes into. n.mu must be held
 // exclusively. It returns the bytes written (all of p unless an error).
-func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite bool) (int, error) {
+func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite, delay bool) (int, error) {
 	if err := f.checkDataWritable(n); err != nil {
 		return 0, err
 	}
@@ -373,10 +377,63 @@ func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite bool) (int, erro
 		}
 		inodeWritten = true
 	}
+	delay = delay && f.delayable(n.inLocked())
+	if !delay && n.hasDelayed() {
+		// Writing past the delayed blocks would map their holes.
+		if err := f.flushDelayed(n, openForWrite); err != nil {
+			return 0, err
+		}
+	}
 	done := 0
 	retries := 0
+	delayed := false
+	// flushNow writes the delayed blocks out in the middle of the write:
+	// the size first covers what it wrote, so that no block is mapped
+	// past i_size.
+	flushNow := func() error {
+		if done > 0 {
+			if err := f.extendSize(n, off+int64(done), false); err != nil {
+				return err
+			}
+		}
+		return f.flushDelayed(n, openForWrite)
+	}
 	for done < len(p) {
 		pos := off + int64(done)
+		if delay {
+			m, handled, lowSpace, err := f.daWrite(n, p[done:], pos)
+			if lowSpace {
+				// Allocate at once from here on (delay stays off for
+				// this write); what is delayed goes first, so that
+				// writeChunk's holes are holes.
+				delay = false
+				if err := flushNow(); err != nil {
+					return done, err
+				}
+				continue
+			}
+			if handled {
+				done += m
+				delayed = delayed || m > 0
+				if err != nil && m == 0 && f.retryAfterCommit(err, &retries) {
+					continue
+				}
+				if err != nil {
+					if done > 0 {
+						f.extendSize(n, off+int64(done), false)
+					}
+					return done, err
+				}
+				if f.w.daBytes.Load() > f.w.daLimit && done < len(p) {
+					// A write larger than the bound: its own blocks
+					// go as it goes.
+					if err := flushNow(); err != nil {
+						return done, err
+					}
+				}
+				continue
+			}
+		}
 		m, wrote, err := f.writeChunk(n, p[done:], pos, openForWrite)
 		inodeWritten = inodeWritten || wrote
 		done += m
@@ -389,6 +446,9 @@ func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite bool) (int, erro
 			}
 			return done, err
 		}
+	}
+	if delayed {
+		defer f.daPressure(n)
 	}
 	return done, f.extendSize(n, end, !inodeWritten)
 }
@@ -498,7 +558,7 @@ func (f *FS) mapNew(h handle, in *inode.Inode, s *extStore, ed fileMap, req mbal
 			return mballoc.Extent{}, err
 		}
 	}
-	ext, err := f.allocData(h, req)
+	ext, err := f.allocDataFor(h, req, s.claimed)
 	if err != nil {
 		f.dropNodes(s)
 		return ext, err
@@ -604,7 +664,12 @@ func setHints(req *mballoc.Request, left, right *extent.Extent) {
 // allocData allocates data blocks, committing once to release blocks
 // freed by uncommitted transactions when the disk looks full.
 func (f *FS) allocData(h handle, req mballoc.Request) (mballoc.Extent, error) {
-	ext, err := f.allocBlocks(h, req)
+	return f.allocDataFor(h, req, false)
+}
+
+// allocDataFor is allocData; claimed as allocBlocksFor's.
+func (f *FS) allocDataFor(h handle, req mballoc.Request, claimed bool) (mballoc.Extent, error) {
+	ext, err := f.allocBlocksFor(h, req, claimed)
 	if err != nil {
 		// Inside the branch: errors.As's target escapes, an allocation.
 		var ns *mballoc.NoSpaceError
@@ -733,7 +798,13 @@ func (f *FS) truncate(n *node, size int64) error {
 	in.Size = uint64(size)
 	now := inode.FromTime(f.now())
 	in.Mtime, in.Ctime = now, now
-	return f.setInodeHot(h, n, in)
+	if err := f.setInodeHot(h, n, in); err != nil {
+		return err
+	}
+	// Delayed blocks past the size go without being written, once the
+	// truncate cannot fail any more.
+	f.daTruncate(n, size)
+	return nil
 }
 
 // removeBlocksFrom unmaps and frees n's blocks from logical block first
@@ -779,6 +850,12 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 		if err := f.uninlineFile(n); err != nil {
 			return err
 		}
+	}
+	// Every mode reads or changes the mapping over the range: delayed
+	// blocks get theirs first (preallocating over a delayed hole would map
+	// it twice).
+	if err := f.flushDelayed(n, true); err != nil {
+		return err
 	}
 	if mode&(FallocPunchHole|FallocZeroRange) != 0 {
 		// Their blocks change under the preallocation's window; a plain

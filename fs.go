@@ -40,6 +40,9 @@ func (f *FS) newFile(n *node, name string, readable, writable, appendOnly bool) 
 	if err := f.openRef(n); err != nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
+	if writable {
+		n.writers.Add(1)
+	}
 	return &File{fsys: f, n: n, name: name, readable: readable, writable: writable, append: appendOnly}, nil
 }
 

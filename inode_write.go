@@ -305,6 +305,9 @@ func (f *FS) freeInodeIn(h handle, n *node) error {
 		return err
 	}
 	n.freed.Store(true)
+	// Its delayed data, never written, goes with it (kernel: eviction
+	// truncates the page cache and releases the reservation).
+	f.daTruncate(n, 0)
 	// Out of the cache before the number is free for reuse: a new inode
 	// with this number gets a node of its own, which forget must not drop
 	// (two nodes of one inode would lose each other's changes).
@@ -429,16 +432,32 @@ func (f *FS) release(n *node, wrote bool) error {
 	// either this open or none.
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.opens.Add(-1) > 0 || n.freed.Load() {
+	if wrote {
+		n.writers.Add(-1)
+	}
+	last := n.opens.Add(-1) == 0
+	if n.freed.Load() {
 		return nil
+	}
+	if last && n.orphan {
+		// Freed now: its delayed data is dropped, not written.
+		return f.removeOrphan(n, func(h handle) error { return f.freeInodeIn(h, n) })
+	}
+	var err error
+	if wrote {
+		// The closing writer's delayed data goes now, the size known;
+		// open is false once no writer is left, so that a small closed
+		// file goes to a locality group (kernel: writeback after the
+		// last close, with inode_is_open_for_write false).
+		err = f.daSync(n, n.writers.Load() > 0)
+	}
+	if !last {
+		return err
 	}
 	if wrote {
 		f.w.balloc.DiscardInodePrealloc(n.ino)
 	}
-	if !n.orphan {
-		return nil
-	}
-	return f.removeOrphan(n, func(h handle) error { return f.freeInodeIn(h, n) })
+	return err
 }
 
 // addOrphan puts n, which has lost its last link while open, on the

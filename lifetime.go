@@ -55,6 +55,17 @@ import (
 // writer.renameMu), inode locks before a transaction handle, the handle
 // before the allocators' and the cache's locks.
 //
+// Delayed data (delalloc.go) belongs to its node's mu: written and
+// flushed under it held exclusively, read under it shared. A flush holds
+// the node's mu and then its own handle, as a write does, and takes no
+// other inode's lock: writeback of one inode never waits for another's.
+// The set of nodes holding delayed data is a leaf lock (per shard), never
+// held while an inode lock is taken; flushing all of them (Sync, Close,
+// the background writeback) locks one node at a time with nothing else
+// held. The set holds its nodes strongly, and freeing an inode drops its
+// delayed data (under its mu, as freeInodeIn runs) before the number can
+// be reused.
+//
 // Lazy timestamps (Options.Lazytime, lazytime.go). A node whose times
 // changed in memory only (timesDirty, set and cleared under its mu held
 // exclusively) is held strongly by the writer's dirty set until its times

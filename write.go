@@ -88,6 +88,18 @@ type writer struct {
 	// neighbourCopies and neighbourSkips count the neighbours whose lazy
 	// times a write carried, and those it left because they were busy.
 	neighbourCopies, neighbourSkips atomic.Int64
+
+	// Delayed allocation (delalloc.go). daReserved: clusters reserved for
+	// delayed data and its metadata (kernel: s_dirtyclusters_counter);
+	// daBytes: bytes of delayed data held, bounded by daLimit; daShards:
+	// the nodes holding some; daKick asks the background writeback
+	// (daStop, daDone) for a flush of all.
+	daReserved, daBytes atomic.Int64
+	daLimit             int64
+	daKick              chan struct{}
+	daStop, daDone      chan struct{}
+	daPool              sync.Pool // block buffers
+	daShards            [daShardCount]daShard
 }
 
 // groupDescLock is a group's gdMu, with what it protects besides
@@ -244,6 +256,7 @@ func (f *FS) openWriter(inPlace txn.Committer) error {
 	}
 	if !f.opts.replaying {
 		f.startCommits()
+		f.startDelayedWriteback()
 	}
 	return nil
 }
@@ -354,8 +367,12 @@ func (f *FS) prepareWriter() error {
 	}
 	sb := f.sb
 	w := &writer{gdMu: make([]groupDescLock, len(f.groups)), fileOrphans: map[*node]struct{}{},
-		flushTimes: make(chan struct{}, 1), kickCommit: make(chan struct{}, 1)}
+		flushTimes: make(chan struct{}, 1), kickCommit: make(chan struct{}, 1), daKick: make(chan struct{}, 1)}
 	w.lazyTimesLimit.Store(maxLazyTimes)
+	w.daLimit = f.opts.DelayedLimit
+	if w.daLimit <= 0 {
+		w.daLimit = defaultDelayedLimit
+	}
 	if sb.HasCompat(super.CompatOrphanFile) {
 		of, err := f.loadOrphanFile()
 		if err != nil {
@@ -668,6 +685,12 @@ func (f *FS) Sync() error {
 	if err := f.firstError(); err != nil {
 		return err
 	}
+	// Delayed data first (kernel: sync_filesystem writes the dirty
+	// pages back before sync_fs), reporting what failed to go since the
+	// last Sync.
+	if err := f.flushAllDelayed(time.Time{}, true); err != nil {
+		return err
+	}
 	// Lazy timestamps first, so the commit holds them (kernel: sync_fs
 	// writes the dirty-time inodes).
 	if err := f.writeDirtyTimes(time.Time{}); err != nil {
@@ -703,6 +726,14 @@ func (f *FS) syncFile(n *node) error {
 	if err := f.firstError(); err != nil {
 		return err
 	}
+	// The file's delayed data (kernel: ext4_sync_file's
+	// file_write_and_wait_range), and an earlier flush's failure.
+	n.mu.Lock()
+	err := f.daSync(n, n.writers.Load() > 0)
+	n.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	if err := f.writeTimes(n); err != nil {
 		return err
 	}
@@ -733,9 +764,19 @@ func (f *FS) closeWriter() error {
 		return nil
 	}
 	w.closed = true
+	f.stopDelayedWriteback()
 	f.stopCommitLoop()
 	if err := f.firstError(); err != nil {
+		f.dropAllDelayed()
 		return err
+	}
+	// Delayed data goes before the final commits; what cannot be written
+	// is dropped with its reservation, so the image closes consistent,
+	// and reported.
+	daErr := f.flushAllDelayed(time.Time{}, true)
+	if daErr != nil {
+		f.dropAllDelayed()
+		daErr = fmt.Errorf("%w: %w", errDelayedLost, daErr)
 	}
 	if err := f.writeDirtyTimes(time.Time{}); err != nil {
 		return err
@@ -773,7 +814,10 @@ func (f *FS) closeWriter() error {
 	if err != nil {
 		return err
 	}
-	return f.tm.Commit()
+	if err := f.tm.Commit(); err != nil {
+		return err
+	}
+	return daErr
 }
 
 // blockStore is how the block allocator reads and changes block bitmaps.
@@ -1221,10 +1265,29 @@ type inodeCopy struct {
 // log2 of a power of two.
 func log2(x uint64) int { return bits.TrailingZeros64(x) }
 
-// allocBlocks is the block allocator's Allocate, behind the fault hook.
+// allocBlocks is the block allocator's Allocate, behind the fault hook,
+// for an allocation that no delayed-data reservation pays for.
 func (f *FS) allocBlocks(tx mballoc.Tx, req mballoc.Request) (mballoc.Extent, error) {
+	return f.allocBlocksFor(tx, req, false)
+}
+
+// allocBlocksFor is allocBlocks; claimed says that the blocks were
+// reserved by delayed data being flushed. Others may only take the
+// clusters free beyond the reservations (kernel: ext4_claim_free_clusters
+// against s_dirtyclusters_counter, skipped for
+// EXT4_MB_DELALLOC_RESERVED).
+func (f *FS) allocBlocksFor(tx mballoc.Tx, req mballoc.Request, claimed bool) (mballoc.Extent, error) {
 	if err := f.inject("block"); err != nil {
 		return mballoc.Extent{}, err
+	}
+	if r := f.w.daReserved.Load(); r > 0 && !claimed {
+		avail := f.w.balloc.FreeClusters() - r
+		if avail <= 0 {
+			return mballoc.Extent{}, &mballoc.NoSpaceError{}
+		}
+		if int64(req.Len) > avail {
+			req.Len = uint32(avail)
+		}
 	}
 	if f.w.exclude == nil {
 		return f.w.balloc.Allocate(tx, req)

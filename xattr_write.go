@@ -553,7 +553,7 @@ func (f *FS) uninlineFile(n *node) error {
 		return err
 	}
 	if len(data) > 0 {
-		if _, err := f.writeAt(n, data, 0, false); err != nil {
+		if _, err := f.writeAt(n, data, 0, false, false); err != nil {
 			return fmt.Errorf("moving inline data out: %w", err)
 		}
 	}

@@ -88,6 +88,12 @@ func parseMountOptions(list []string) (*mountConfig, error) {
 			c.fs.Lazytime = true
 		case "nolazytime":
 			c.fs.Lazytime = false
+		case "delalloc":
+			// Blocks are chosen when the data goes to disk (the default).
+			c.fs.NoDelalloc = false
+		case "nodelalloc":
+			// Blocks are allocated at each write (Options.NoDelalloc).
+			c.fs.NoDelalloc = true
 		case "nodiratime", "diratime":
 			// Accepted: directories' access times follow the files'.
 		case "fsname":
@@ -147,7 +153,7 @@ func runMount(e *env, args []string) error {
 	fg := s.Bool("f", false, "stay in the foreground (else the command returns once the mount is live, leaving a daemon)")
 	var olist []string
 	s.add("o", "OPTIONS", "comma-separated mount options: ro, rw, allow_other, default_permissions, uid=N, gid=N (owner of new files), "+
-		"noatime, relatime (default), strictatime, lazytime, nolazytime (default), commit=SECONDS, fsname=NAME, writeback_cache, no_readdirplus, max_readahead=BYTES, cached_write_only, uring, uring_idle, debug, "+
+		"noatime, relatime (default), strictatime, lazytime, nolazytime (default), delalloc (default), nodelalloc, commit=SECONDS, fsname=NAME, writeback_cache, no_readdirplus, max_readahead=BYTES, cached_write_only, uring, uring_idle, debug, "+
 		"suid, dev, exec (and their no- forms)", "",
 		func(v string) error { olist = append(olist, strings.Split(v, ",")...); return nil })
 	if err := s.Parse(args); err != nil {
