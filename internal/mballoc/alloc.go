@@ -127,10 +127,15 @@ func (a *Allocator) Allocate(tx Tx, req Request) (Extent, error) {
 		return Extent{}, err
 	}
 	ac.groupOrFile()
-	if ac.lg != nil {
+	ok, err := ac.useInodePrealloc()
+	if !ok && err == nil && ac.flags&flagGroupAlloc != 0 {
+		// Taken only now, after the file's own preallocation, which may
+		// wait for its group: held across that wait, the locality group
+		// would make every small file of the others wait too.
+		ac.lg = a.lockLocalityGroup(ac.ino)
 		defer ac.lg.mu.Unlock()
+		ok, err = ac.useGroupPrealloc()
 	}
-	ok, err := ac.usePrealloc()
 	if err != nil {
 		return Extent{}, err
 	}
@@ -246,8 +251,7 @@ func (ac *allocCtx) groupOrFile() {
 		}
 		return
 	}
-	ac.lg = ac.a.lockLocalityGroup(ac.ino)
-	ac.flags |= flagGroupAlloc
+	ac.flags |= flagGroupAlloc // Allocate takes the locality group
 }
 
 // tryContinuation makes a stream request that continues its file (the
@@ -472,16 +476,15 @@ func (ac *allocCtx) findByGoal() error {
 		return nil
 	}
 	ac.considered++
-	if ac.flags&FlagGoalOnly != 0 {
-		// Nowhere else to go: wait for the group.
-		var err error
-		if g, err = ac.a.lockLoaded(gi); err != nil {
+	// The goal is the file's own continuation (or where its caller wants
+	// it): giving it up would cut the file, for good, to save a wait that
+	// ends when the holder runs again. So this waits, as the kernel does,
+	// but parked (groupLock.Lock), never spinning.
+	g, err := ac.a.lockLoaded(gi)
+	if err != nil {
+		if ac.flags&FlagGoalOnly != 0 {
 			return err
 		}
-	} else if !ac.a.lockLoadedSoon(g, gi) {
-		// A goal is a preference: one whose holder is not running is
-		// given up rather than waited for.
-		ac.a.countTryLockMiss(ac.t)
 		return nil
 	}
 	defer g.mu.Unlock()

@@ -54,28 +54,35 @@
 // same groups hoping it came back. The rule, for every lock an allocation
 // meets:
 //
-//   - Where the allocation has somewhere else to go, it does not wait: the
-//     scanners TryLock and pass over a busy group at every criterion; a
-//     goal (the blocks after the file, a preallocation, the spread
-//     placement, the best extent seen) is given up after a few yields
-//     (groupLock.lockSoon) and the search goes on without it; a busy
+//   - Where the allocation has somewhere else to go at no cost to the
+//     file, it does not wait: the scanners TryLock and pass over a busy
+//     group at every criterion; a locality group's preallocation, the
+//     spread placement and the best extent seen are given up once the
+//     lock stayed busy for a few yields and goalWait
+//     (groupLock.lockSoon), and the search goes on without them; a busy
 //     locality group hands the request to the next free one.
 //   - The search ends with one bounded wait: when nothing was found and
 //     busy groups were passed over, the last criterion goes over the
 //     groups once more, blocking on each lock (flagStrict). Nothing is
 //     retried in a loop: each criterion walks each group at most once.
-//   - Where there is nowhere else to go (a free, a discard, a goal-only
-//     request, the allocator's own locality group), groupLock.Lock yields
-//     a few times and then blocks, so that the waiter sleeps instead of
-//     spinning while the holder is off the CPU.
+//   - Where giving up would cut the file for good (its own continuation,
+//     the goal extent, and its own inode preallocation) or there is
+//     nowhere else to go (a free, a discard, a goal-only request, the
+//     allocator's own locality group), it waits as the kernel does, but
+//     through groupLock.Lock: a few yields, then parked, so that the
+//     waiter sleeps instead of spinning while the holder is off the CPU,
+//     and its processor runs other goroutines.
 //
 // A stream that found its goal busy moves its stream goal to where it got
 // space, so the next allocation does not meet the sleeping holder again.
 // TestSleepingHolder holds a group's lock across allocations and checks
-// that they finish and that the groups each looks at stay bounded.
+// that the ones with somewhere else to go finish while it is held, that
+// all finish once it is let go, and that the groups each looks at stay
+// bounded.
 //
 // Other locks, always taken in this order, never two groups at once:
-// locality group (held across a small-file allocation) -> inode
+// locality group (held across a small-file allocation, and taken only
+// after the file's own preallocation was tried: that may wait) -> inode
 // preallocation list (briefly, never while taking a group lock) -> group ->
 // inode list / locality-group list / deferred-free shard. A Store is called
 // with one group lock held and must not call back.

@@ -169,20 +169,26 @@ func (is *inodeState) remove(pa *prealloc) {
 	}
 }
 
-// usePrealloc serves the request from a preallocation if one fits (kernel:
-// ext4_mb_use_preallocated).
-func (ac *allocCtx) usePrealloc() (bool, error) {
+// useInodePrealloc serves the request from the file's own preallocation if
+// one covers its logical block (kernel: ext4_mb_use_preallocated, the
+// inode half; the locality-group half is useGroupPrealloc).
+func (ac *allocCtx) useInodePrealloc() (bool, error) {
 	if ac.flags&FlagData == 0 {
 		return false, nil
 	}
 	if is := ac.a.inodeState(ac.ino, false); is != nil {
 		if pa := is.find(ac.o.logical); pa != nil {
-			if ok, err := ac.useInodePA(pa); ok || err != nil {
-				return ok, err
-			}
+			return ac.useInodePA(pa)
 		}
 	}
-	if ac.flags&flagGroupAlloc == 0 {
+	return false, nil
+}
+
+// useGroupPrealloc serves a small-file request, with its locality group
+// locked: from a hole (Tunables.HoleFit), or from the group's
+// preallocations.
+func (ac *allocCtx) useGroupPrealloc() (bool, error) {
+	if ac.flags&FlagData == 0 {
 		return false, nil
 	}
 	if ac.t.HoleFit && !ac.a.legacy {
@@ -200,14 +206,10 @@ func (ac *allocCtx) useInodePA(pa *prealloc) (bool, error) {
 	gi := pa.group
 	g := &a.groups[gi]
 	ac.considered++
-	if !g.mu.lockSoon() {
-		// The holder is not running: the request goes to the regular
-		// search, which does not use the preallocation's logical range
-		// (normalize keeps clear of it); its unused part goes back at
-		// the next discard.
-		a.countTryLockMiss(ac.t)
-		return false, nil
-	}
+	// The file's own blocks, which nobody else may take: waited for
+	// (parked, see findByGoal) rather than given up for an extent
+	// elsewhere.
+	g.mu.Lock()
 	defer g.mu.Unlock()
 	if pa.deleted.Load() || pa.free.Load() == 0 {
 		return false, nil

@@ -8,15 +8,17 @@ import (
 	"time"
 )
 
-// TestSleepingHolder holds one group's lock, as a goroutine preempted
-// inside its critical section does, while other goroutines allocate in the
-// ways that meet that group: streams whose next blocks are in it
-// (fallocate's unnormalized appends and buffered writes' normalized ones,
-// some with an inode preallocation there), and small files whose locality
-// group's preallocation is there. Every allocation must finish while the
-// lock is still held, and each must look at a bounded number of groups:
-// no path may wait for, or keep coming back to, a holder that is not
-// running (package comment: progress).
+// TestSleepingHolder holds one group's lock for a while, as a goroutine
+// preempted inside its critical section does (its thread taken away for a
+// scheduler tick or more), while other goroutines allocate in the ways
+// that meet that group: streams whose next blocks are in it (fallocate's
+// unnormalized appends and buffered writes' normalized ones, with an
+// inode preallocation there), and small files whose locality group's
+// preallocation is there. The small files have somewhere else to go and
+// must all be placed while the lock is held; the streams may wait for
+// their own blocks, parked, and must finish once it is let go. No
+// allocation may look at more than a bounded number of groups (package
+// comment: progress).
 func TestSleepingHolder(t *testing.T) {
 	for _, scan := range []OptimizeScan{OptimizeScanOff, OptimizeScanOn} {
 		t.Run("optimize_scan="+scan.String(), func(t *testing.T) { runSleepingHolder(t, scan) })
@@ -88,14 +90,24 @@ func runSleepingHolder(t *testing.T, scan OptimizeScan) {
 
 	g := &a.groups[held]
 	g.mu.Lock() // the sleeping holder
-	released := false
+	var released atomic.Bool
 	release := func() {
-		if !released {
-			released = true
+		if released.CompareAndSwap(false, true) {
 			g.mu.Unlock()
 		}
 	}
 	defer release()
+	// It sleeps until the small files are all placed (they must not need
+	// it) or for 10 s, then lets go.
+	smallDone := make(chan struct{})
+	go func() {
+		select {
+		case <-smallDone:
+		case <-time.After(10 * time.Second):
+		}
+		time.Sleep(50 * time.Millisecond) // and a little longer: the streams queue up
+		release()
+	}()
 
 	var wg sync.WaitGroup
 	errs := make(chan error, workers+1)
@@ -111,7 +123,7 @@ func runSleepingHolder(t *testing.T, scan OptimizeScan) {
 					errs <- fmt.Errorf("worker %d op %d: %w", w, i, err)
 					return
 				}
-				if a.GroupOf(e.Start) == held {
+				if a.GroupOf(e.Start) == held && !released.Load() {
 					errs <- fmt.Errorf("worker %d got %+v in the held group", w, e)
 					return
 				}
@@ -123,10 +135,15 @@ func runSleepingHolder(t *testing.T, scan OptimizeScan) {
 	wg.Add(1)
 	go func() { // small files, one after the other
 		defer wg.Done()
+		defer close(smallDone)
 		for i := 0; i < ops; i++ {
 			e, err := a.Allocate(tx, Request{Inode: uint32(1000 + i), Len: 1, Goal: goal + 1500, Flags: FlagData, FileSize: 4096})
 			if err != nil {
 				errs <- fmt.Errorf("small file %d: %w", i, err)
+				return
+			}
+			if released.Load() {
+				errs <- fmt.Errorf("small file %d was placed only after the holder let go", i)
 				return
 			}
 			if a.GroupOf(e.Start) == held {
@@ -139,13 +156,10 @@ func runSleepingHolder(t *testing.T, scan OptimizeScan) {
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(30 * time.Second):
-		release() // let them go, so that the test ends
-		<-done
-		t.Fatalf("allocations waited for the holder: %d of %d finished while it held group %d's lock",
-			allocs.Load(), (workers+1)*ops, held)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("allocations did not finish: %d of %d, holder released: %v",
+			allocs.Load(), (workers+1)*ops, released.Load())
 	}
-	release()
 	close(errs)
 	for err := range errs {
 		t.Error(err)
