@@ -60,6 +60,21 @@ func writeChunks(t *testing.T, f *ext4go.File, data []byte, chunk int) {
 	}
 }
 
+// writeClosed creates name, writes data into it in tar's 10 KiB records,
+// closes it and returns data.
+func writeClosed(t *testing.T, fsys *ext4go.FS, name string, data []byte) []byte {
+	t.Helper()
+	f, err := fsys.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeChunks(t, f, data, 10<<10)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 func TestDelallocOneExtent(t *testing.T) {
 	for _, bs := range []int{1024, 4096} {
 		t.Run(fmt.Sprint(bs), func(t *testing.T) {
@@ -69,16 +84,7 @@ func TestDelallocOneExtent(t *testing.T) {
 			// each closed before the next.
 			for i, size := range []int{32 << 10, 1 << 20, 100<<10 + 123, 5000, 3 << 20} {
 				name := fmt.Sprintf("seq%d", i)
-				data := daData(i, size)
-				f, err := fsys.Create(name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				writeChunks(t, f, data, 10<<10)
-				if err := f.Close(); err != nil {
-					t.Fatal(err)
-				}
-				want[name] = data
+				want[name] = writeClosed(t, fsys, name, daData(i, size))
 			}
 			// Two files written in alternation, both open at once.
 			a, b := daData(10, 600<<10), daData(11, 700<<10)
@@ -747,16 +753,7 @@ func TestDelallocKernelReadBack(t *testing.T) {
 			want := map[string][]byte{}
 			for i, size := range []int{0, 1, 4095, 4096, 32 << 10, 10<<10 + 1, 1 << 20, 2<<20 + 17} {
 				name := fmt.Sprintf("chunked%d", i)
-				data := daData(i, size)
-				f, err := fsys.Create(name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				writeChunks(t, f, data, 10<<10)
-				if err := f.Close(); err != nil {
-					t.Fatal(err)
-				}
-				want[name] = data
+				want[name] = writeClosed(t, fsys, name, daData(i, size))
 			}
 			// Sparse: data at scattered offsets, written backwards.
 			sp, err := fsys.Create("sparse")

@@ -387,6 +387,19 @@ func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite, delay bool) (in
 	done := 0
 	retries := 0
 	delayed := false
+	// settle handles a step that wrote m bytes and failed: one that wrote
+	// nothing for want of space is tried again once a commit released
+	// some (retry); otherwise the size covers what was written and the
+	// write ends.
+	settle := func(m int, err error) (retry bool) {
+		if m == 0 && f.retryAfterCommit(err, &retries) {
+			return true
+		}
+		if done > 0 {
+			f.extendSize(n, off+int64(done), false)
+		}
+		return false
+	}
 	// flushNow writes the delayed blocks out in the middle of the write:
 	// the size first covers what it wrote, so that no block is mapped
 	// past i_size.
@@ -415,12 +428,9 @@ func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite, delay bool) (in
 			if handled {
 				done += m
 				delayed = delayed || m > 0
-				if err != nil && m == 0 && f.retryAfterCommit(err, &retries) {
-					continue
-				}
 				if err != nil {
-					if done > 0 {
-						f.extendSize(n, off+int64(done), false)
+					if settle(m, err) {
+						continue
 					}
 					return done, err
 				}
@@ -437,12 +447,9 @@ func (f *FS) writeAt(n *node, p []byte, off int64, openForWrite, delay bool) (in
 		m, wrote, err := f.writeChunk(n, p[done:], pos, openForWrite)
 		inodeWritten = inodeWritten || wrote
 		done += m
-		if err != nil && m == 0 && f.retryAfterCommit(err, &retries) {
-			continue
-		}
 		if err != nil {
-			if done > 0 {
-				f.extendSize(n, off+int64(done), false)
+			if settle(m, err) {
+				continue
 			}
 			return done, err
 		}

@@ -256,29 +256,24 @@ func (a *Allocator) lockLoaded(gi uint32) (*group, error) {
 // if needed; it reports false, holding nothing, when the lock is busy or
 // the group cannot be loaded (the scanners that try groups pass over it).
 func (a *Allocator) tryLockLoaded(g *group, gi uint32) bool {
-	if !g.mu.TryLock() {
-		return false
-	}
-	if !g.loaded.Load() {
-		if err := a.loadLocked(g, gi); err != nil {
-			g.mu.Unlock()
-			return false
-		}
-	}
-	return true
+	return g.mu.TryLock() && a.loadedOrUnlock(g, gi)
 }
 
-// lockLoadedSoon is tryLockLoaded that waits a few yields for a busy lock
+// lockLoadedSoon is tryLockLoaded that waits a little for a busy lock
 // (groupLock.lockSoon).
 func (a *Allocator) lockLoadedSoon(g *group, gi uint32) bool {
-	if !g.mu.lockSoon() {
-		return false
+	return g.mu.lockSoon() && a.loadedOrUnlock(g, gi)
+}
+
+// loadedOrUnlock loads locked group gi if needed; if it cannot be loaded
+// it unlocks it and reports false.
+func (a *Allocator) loadedOrUnlock(g *group, gi uint32) bool {
+	if g.loaded.Load() {
+		return true
 	}
-	if !g.loaded.Load() {
-		if err := a.loadLocked(g, gi); err != nil {
-			g.mu.Unlock()
-			return false
-		}
+	if err := a.loadLocked(g, gi); err != nil {
+		g.mu.Unlock()
+		return false
 	}
 	return true
 }
