@@ -875,3 +875,79 @@ func TestDelallocTriggers(t *testing.T) {
 	}
 	closeChecked(t, fsys, image)
 }
+
+// TestDelallocRaceNames races writers holding open files full of delayed
+// data against renames and unlinks of the same names (and truncates of
+// the same files), while bystander files written with delayed data are
+// never touched. Afterwards each bystander reads back exactly, the image
+// is e2fsck-clean, and no block holds data of a file that no longer has
+// it (the reservation and the blocks of unlinked files' delayed data went
+// away with them: the free count balances, which e2fsck checks).
+func TestDelallocRaceNames(t *testing.T) {
+	image, fsys := daImage(t, 64<<20, 1024, ext4go.Options{DelayedLimit: 256 << 10})
+	bystanders := map[string][]byte{}
+	for i := range 4 {
+		name := fmt.Sprintf("by%d", i)
+		bystanders[name] = writeClosed(t, fsys, name, daData(100+i, 20000+i*7777))
+	}
+	const names, rounds = 4, 60
+	var wg sync.WaitGroup
+	for w := range names {
+		wg.Add(1)
+		go func() { // a writer: open (or create) name w, write into holes, sometimes truncate, close
+			defer wg.Done()
+			for r := range rounds {
+				f, err := fsys.OpenFile(fmt.Sprintf("n%d", w), os.O_RDWR|os.O_CREATE, 0o644)
+				if err != nil {
+					continue // renamed away between the lookup and the open: fine
+				}
+				data := daData(w*1000+r, 3000+r*97)
+				if _, err := f.WriteAt(data, int64(r%5)*4096); err != nil {
+					t.Error(err)
+				}
+				if r%7 == 3 {
+					if err := f.Truncate(int64(r * 100)); err != nil {
+						t.Error(err)
+					}
+				}
+				if err := f.Close(); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+		wg.Add(1)
+		go func() { // a renamer and unlinker of the same names
+			defer wg.Done()
+			for r := range rounds {
+				a, b := fmt.Sprintf("n%d", w), fmt.Sprintf("n%d", (w+1)%names)
+				switch r % 3 {
+				case 0:
+					fsys.Rename(a, b)
+				case 1:
+					fsys.Remove(a)
+				default:
+					fsys.Rename(b, fmt.Sprintf("m%d", w))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for name, want := range bystanders {
+		if got, err := fsys.ReadFile(name); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("bystander %s: %d bytes, %v", name, len(got), err)
+		}
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := testutil.E2fsckFN(t, image); code != 0 {
+		t.Fatalf("e2fsck -fn exit %d:\n%s", code, out)
+	}
+	ro := openImage(t, image)
+	defer ro.Close()
+	for name, want := range bystanders {
+		if got, err := ro.ReadFile(name); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("bystander %s reopened: %d bytes, %v", name, len(got), err)
+		}
+	}
+}
