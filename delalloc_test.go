@@ -937,6 +937,11 @@ func TestDelallocRaceNames(t *testing.T) {
 			t.Fatalf("bystander %s: %d bytes, %v", name, len(got), err)
 		}
 	}
+	// Every file is closed (so flushed) or unlinked (so dropped): nothing
+	// may stay reserved or held in memory.
+	if res, held := ext4go.Delayed(fsys); res != 0 || held != 0 {
+		t.Fatalf("after the race: %d clusters reserved, %d bytes held for delayed data", res, held)
+	}
 	if err := fsys.Close(); err != nil {
 		t.Fatal(err)
 	}
