@@ -3,9 +3,11 @@ package ext4go_test
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/internal/mkfs"
 	"github.com/ext4go/ext4go/internal/testutil"
 )
 
@@ -84,4 +86,83 @@ func TestHoleWriteGoal(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.RequireFsckClean(t, img)
+}
+
+// TestFlexGroupInodeGoal: the first block of a directory or of a slow
+// symbolic link goes to the first group of its inode's flex group, a
+// regular file's to the second (kernel: ext4_inode_to_goal_block), so that
+// a flex group's directory blocks gather in one group instead of one more
+// group a directory inode lands in. An untar of /usr/local/go at 1 KiB
+// blocks put directory blocks in 5 groups of a flex group where the
+// kernel puts them in 1.
+func TestFlexGroupInodeGoal(t *testing.T) {
+	image := t.TempDir() + "/img"
+	if err := mkfs.Format(image, mkfs.Options{Size: 512 << 20, BlockSize: 1024}); err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := fsys.Info()
+	if info.FlexBGSize < 4 {
+		t.Fatalf("flex groups of %d", info.FlexBGSize)
+	}
+	groupOf := func(blk uint64) uint32 { return uint32((blk - uint64(info.FirstDataBlock)) / uint64(info.BlocksPerGroup)) }
+	long := strings.Repeat("x", 200)
+	checked := map[string]int{}
+	for i := range 24 {
+		top := fmt.Sprintf("d%02d", i)
+		for _, dir := range []string{top, top + "/sub1", top + "/sub2"} {
+			if err := fsys.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			// Enough entries for a directory block of its own (no
+			// inline data at 1 KiB blocks with these names).
+			for j := range 3 {
+				if err := fsys.WriteFile(fmt.Sprintf("%s/file-with-a-long-name-%d", dir, j), []byte("x"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := fsys.Symlink(long, dir+"/link"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := fsys.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 24 {
+		top := fmt.Sprintf("d%02d", i)
+		for _, dir := range []string{top, top + "/sub1", top + "/sub2"} {
+			for _, name := range []string{dir, dir + "/link"} {
+				fi, err := fsys.Lstat(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ino := fi.Sys().(*ext4go.Stat).Ino
+				exts, err := fsys.Extents(name)
+				if err != nil || len(exts) == 0 {
+					t.Fatalf("%s: extents %v, %v", name, exts, err)
+				}
+				inoGroup := (ino - 1) / info.InodesPerGroup
+				want := inoGroup &^ (info.FlexBGSize - 1)
+				if got := groupOf(exts[0].Physical); got != want {
+					t.Errorf("%s (inode %d, group %d): first block %d in group %d, want %d (its flex group's first)",
+						name, ino, inoGroup, exts[0].Physical, got, want)
+				}
+				checked[fmt.Sprint(inoGroup)]++
+			}
+		}
+	}
+	if len(checked) < 2 {
+		t.Errorf("directories' inodes all in one group (%v): nothing shown", checked)
+	}
+	t.Logf("inode groups checked: %v", checked)
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := testutil.E2fsckFN(t, image); code != 0 {
+		t.Fatalf("e2fsck -fn: exit %d\n%s", code, out)
+	}
 }

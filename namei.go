@@ -150,10 +150,11 @@ func (s *dirStore) AppendBlock() (uint32, error) {
 	f.setNeighbours(ed, &req)
 	if req.LeftPhysical != 0 {
 		req.Goal = req.LeftPhysical + 1
-	} else {
-		group, _, _ := f.sb.GroupOfInode(s.n.ino)
-		req.Goal = f.sb.GroupFirstBlock(group)
 	}
+	// Otherwise the allocator's inode goal: the first group of the
+	// directory's flex group, where the flex group's directory blocks
+	// gather, not the group of the inode (kernel:
+	// ext4_inode_to_goal_block).
 	ext, err := f.allocBlocks(s.h, req)
 	if err != nil {
 		var ns *mballoc.NoSpaceError
@@ -535,8 +536,16 @@ func decLinks(in *inode.Inode) {
 func (f *FS) writeSmall(h handle, n *node, in *inode.Inode, data []byte, u *undoLog) error {
 	s := &extStore{f: f, h: h, ino: n.ino, undo: u}
 	ed := f.editor(n, in, s)
-	group, _, _ := f.sb.GroupOfInode(n.ino)
-	ext, err := f.allocData(h, mballoc.Request{Inode: n.ino, Len: 1, Flags: mballoc.FlagData, Goal: f.sb.GroupFirstBlock(group), FileSize: uint64(len(data))})
+	// As the kernel maps a symlink's block (ext4_ext_map_blocks): not as
+	// data (no preallocation, no locality group) and at the inode goal,
+	// which for anything but a regular file is the first group of the
+	// inode's flex group, where its directory blocks go too
+	// (ext4_inode_to_goal_block).
+	req := mballoc.Request{Inode: n.ino, Len: 1, Goal: f.w.balloc.InodeGoal(n.ino, in.IsRegular()), FileSize: uint64(len(data))}
+	if in.IsRegular() {
+		req.Flags |= mballoc.FlagData
+	}
+	ext, err := f.allocData(h, req)
 	if err != nil {
 		return err
 	}
