@@ -352,6 +352,17 @@ func (f *FS) daOverlay(n *node, p []byte, off int64) {
 	}
 }
 
+// maxWritebackExtent bounds the blocks mapped by one allocation at
+// writeback, as the kernel maps at most MAX_WRITEPAGES_EXTENT_LEN (2048)
+// blocks per ext4_map_blocks call in ext4_writepages. A larger file is
+// still laid out in one piece: the first request is normalized to a
+// window (4 or 8 MiB) whose rest becomes the inode's preallocation, which
+// the next requests continue. Asking for the whole dirty run at once
+// instead (up to a group) sends a big file's first request after a free
+// chunk of that size: at 1 KiB blocks only groups without superblock
+// backups have one, and each big file starts a group of its own.
+const maxWritebackExtent = 2048
+
 // flushDelayed allocates and writes all of n's delayed blocks (kernel:
 // ext4_da_writepages -> mpage_map_and_submit_extent), one allocation per
 // contiguous run, with open telling the allocator whether the file is
@@ -369,7 +380,7 @@ func (f *FS) flushDelayed(n *node, open bool) error {
 	for done < len(st.blocks) {
 		run := st.blocks[done:]
 		k := 1
-		for k < len(run) && k < maxAllocChunk && run[k].lblk == run[k-1].lblk+1 {
+		for k < len(run) && k < maxWritebackExtent && run[k].lblk == run[k-1].lblk+1 {
 			k++
 		}
 		var got int
