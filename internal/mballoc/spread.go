@@ -42,7 +42,12 @@ func (ac *allocCtx) spreadStream() error {
 	if need > uint64(a.geo.cpg) {
 		return nil
 	}
-	minOrder := bits.Len64(need) - 2 // a run of need holds a chunk of at least need/4
+	// A run of need clusters holds an aligned chunk of at least need/4,
+	// or of the buddy's top order, whichever is smaller: at 1 KiB blocks
+	// the buddy stops at order 11 (2048 clusters) while a window and its
+	// room can be a whole group.
+	maxOrder := a.geo.maxOrder
+	minOrder := min(bits.Len64(need)-2, maxOrder)
 	ng := a.geo.groups
 	fs := a.geo.flexSize
 	gi := ac.g.group
@@ -60,10 +65,15 @@ func (ac *allocCtx) spreadStream() error {
 		if g.corrupt.Load() || uint64(g.free.Load()) < need || (fs >= 4 && gi%fs == 0) {
 			continue // the first group of a flex group is left to metadata
 		}
-		// A group's runs are shorter than 2^(largest order + 2): one that
-		// cannot beat the best so far is not scanned.
-		if g.loaded.Load() && (int(g.largest.Load()) < minOrder || (best.ok && (g.free.Load() <= best.n || uint64(1)<<(g.largest.Load()+2) <= uint64(best.n)))) {
-			continue
+		// A group's runs are shorter than 2^(largest order + 2), unless
+		// the largest order is the buddy's top one, whose chunks can run
+		// on to the group's end: one that cannot beat the best so far is
+		// not scanned.
+		if g.loaded.Load() {
+			lo := int(g.largest.Load())
+			if lo < minOrder || (best.ok && (g.free.Load() <= best.n || (lo < maxOrder && uint64(1)<<(lo+2) <= uint64(best.n)))) {
+				continue
+			}
 		}
 		ac.considered++
 		if !a.tryLockLoaded(g, gi) {

@@ -202,3 +202,41 @@ func TestLargestRunRandom(t *testing.T) {
 		}
 	}
 }
+
+// TestSpreadOneKiBBlocks: at 1 KiB blocks the buddy stops at order 11
+// (2048 clusters), below the chunk a spread's room (four 2048-cluster
+// windows) implies, so a loaded group's largest order cannot rule it out
+// when it is the top order: a free run of such a group can be any length
+// up to the group's. When it did, spreading skipped every loaded group
+// and sent each spread stream to a group never used before.
+func TestSpreadOneKiBBlocks(t *testing.T) {
+	gm := GeometryFor(256<<20, 1024)
+	s, _ := NewMemStore(gm, MemStoreOptions{})
+	a, err := New(gm, s, Config{CPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for gi := range a.Groups() {
+		if err := a.Load(gi); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []Extent
+	for _, ino := range []uint32{12, 13} {
+		e, err := a.Allocate(nil, Request{Inode: ino, Len: 2048, Flags: FlagData, OpenForWrite: true, FileSize: 8 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e)
+	}
+	if n := a.Stats().Spread; n != 1 {
+		t.Fatalf("%d spread allocations, want 1 (the second stream's): %v", n, got)
+	}
+	// Placed near the stream goal, in the first loaded group with room.
+	if g := a.GroupOf(got[1].Start); g > 2 {
+		t.Errorf("second stream spread to group %d (%v), want a group next to the first stream's", g, got)
+	}
+	if err := a.CheckConsistency(); err != nil {
+		t.Fatal(err)
+	}
+}
