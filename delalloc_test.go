@@ -956,3 +956,77 @@ func TestDelallocRaceNames(t *testing.T) {
 		}
 	}
 }
+
+// TestLastWriterEndsStream: a file's allocator state (its stream and
+// preallocation) goes at its last writer's close, though a reader, or the
+// mount's own reference to the node, keeps the file open; while it stayed,
+// every file of an untar through the mount counted as a live stream, and
+// the allocator spread the later ones as if they were written at once.
+// With two writers the state stays until the second one closes.
+func TestLastWriterEndsStream(t *testing.T) {
+	for _, noDelalloc := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nodelalloc=%v", noDelalloc), func(t *testing.T) {
+			image, fsys := daImage(t, 64<<20, 4096, ext4go.Options{NoDelalloc: noDelalloc})
+			streams := func(want int64, when string) {
+				t.Helper()
+				if got := ext4go.AllocStreams(fsys); got != want {
+					t.Fatalf("%s: %d streams, want %d", when, got, want)
+				}
+			}
+			data := daData(1, 3<<20)
+			for i := range 3 {
+				name := fmt.Sprintf("f%d", i)
+				w, err := fsys.Create(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := fsys.Open(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				writeChunks(t, w, data, 128<<10)
+				if err := w.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				streams(1, name+" written and synced")
+				if err := w.Close(); err != nil {
+					t.Fatal(err)
+				}
+				streams(0, name+"'s writer closed, a reader open")
+				if err := r.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Two writers: the first close keeps the stream.
+			w1, err := fsys.OpenFile("two", os.O_RDWR|os.O_CREATE, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w2, err := fsys.OpenFile("two", os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeChunks(t, w1, data, 128<<10)
+			if err := w1.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if err := w1.Close(); err != nil {
+				t.Fatal(err)
+			}
+			streams(1, "one of two writers closed")
+			if _, err := w2.WriteAt(data[:4096], int64(len(data))); err != nil {
+				t.Fatal(err)
+			}
+			if err := w2.Close(); err != nil {
+				t.Fatal(err)
+			}
+			streams(0, "both writers closed")
+			if err := fsys.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if code, out := testutil.E2fsckFN(t, image); code != 0 {
+				t.Fatalf("e2fsck -fn: exit %d\n%s", code, out)
+			}
+		})
+	}
+}

@@ -141,3 +141,7 @@ func Delayed(fsys *FS) (reserved, bytes int64) {
 
 // DelayedBlocks is the number of delayed blocks of the open file f.
 func DelayedBlocks(f *File) int64 { return f.n.delayedBlocks() }
+
+// AllocStreams returns how many files the block allocator counts as
+// streams (files with allocator state).
+func AllocStreams(fsys *FS) int64 { return fsys.w.balloc.Streams() }

@@ -432,9 +432,7 @@ func (f *FS) release(n *node, wrote bool) error {
 	// either this open or none.
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if wrote {
-		n.writers.Add(-1)
-	}
+	lastWriter := wrote && n.writers.Add(-1) == 0
 	last := n.opens.Add(-1) == 0
 	if n.freed.Load() {
 		return nil
@@ -451,10 +449,12 @@ func (f *FS) release(n *node, wrote bool) error {
 		// last close, with inode_is_open_for_write false).
 		err = f.daSync(n, n.writers.Load() > 0)
 	}
-	if !last {
-		return err
-	}
-	if wrote {
+	if lastWriter && err == nil {
+		// The last writer's close ends the file's stream: its unused
+		// preallocation goes back and it no longer counts among the
+		// streams, though readers (or the mount's reference to the
+		// node) keep it open (kernel: ext4_release_file discarding on
+		// the last writer, when no delayed blocks are left reserved).
 		f.w.balloc.DiscardInodePrealloc(n.ino)
 	}
 	return err

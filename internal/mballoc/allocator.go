@@ -411,6 +411,12 @@ func (a *Allocator) FlexFreeClusters(f uint32) int64 {
 	return a.flexFree[f].v.Load()
 }
 
+// Streams returns how many files hold allocator state (a stream goal
+// slot's share, inode preallocations): each from its first stream
+// allocation until DiscardInodePrealloc. Stream spreading starts when
+// more than one does.
+func (a *Allocator) Streams() int64 { return a.streams.Sum() }
+
 // PendingFrees returns the clusters freed by transactions that have not
 // committed yet (kernel: s_mb_free_pending).
 func (a *Allocator) PendingFrees() int64 { return a.pending.Sum() }
