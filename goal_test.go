@@ -108,7 +108,9 @@ func TestFlexGroupInodeGoal(t *testing.T) {
 	if info.FlexBGSize < 4 {
 		t.Fatalf("flex groups of %d", info.FlexBGSize)
 	}
-	groupOf := func(blk uint64) uint32 { return uint32((blk - uint64(info.FirstDataBlock)) / uint64(info.BlocksPerGroup)) }
+	groupOf := func(blk uint64) uint32 {
+		return uint32((blk - uint64(info.FirstDataBlock)) / uint64(info.BlocksPerGroup))
+	}
 	long := strings.Repeat("x", 200)
 	checked := map[string]int{}
 	for i := range 24 {

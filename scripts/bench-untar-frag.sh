@@ -22,8 +22,14 @@
 #   CONTENDERS="kernel ext4go fuse2fs"
 #   REPEAT=1             runs of each (ext4go's layout varies from run to run;
 #                        with more than one the table adds the means)
-#   MKFS_OPTS="-E lazy_itable_init=0,lazy_journal_init=0"  more mke2fs options
+#   MKFS_OPTS=           more mke2fs options (not -E: see MKFS_EXTENDED)
+#   MKFS_EXTENDED="lazy_itable_init=0,lazy_journal_init=0"  mke2fs -E options
 #                        (the kernel then starts no background inode-table init)
+#   SEED=1               run N of every contender gets the same UUID and
+#                        directory hash seed (N in both), so that they place
+#                        top-level directories alike (Orlov starts from a
+#                        hash of the name with the filesystem's seed); 0
+#                        leaves both random
 #   EXT4GO_MOUNT_OPTS=   -o options for ext4go mount (e.g. writeback_cache)
 #   QUICK=1              smoke test: /usr/local/go/src/io, 1024-byte blocks, 256M
 #   JSON=1 or --json     one JSON object a row on stdout (the table goes to stderr)
@@ -52,7 +58,9 @@ BLOCK_SIZES=${BLOCK_SIZES:-1024 4096}
 SIZE=${SIZE:-2G}
 CONTENDERS=${CONTENDERS:-kernel ext4go fuse2fs}
 REPEAT=${REPEAT:-1}
-MKFS_OPTS=${MKFS_OPTS--E lazy_itable_init=0,lazy_journal_init=0}
+MKFS_OPTS=${MKFS_OPTS:-}
+MKFS_EXTENDED=${MKFS_EXTENDED-lazy_itable_init=0,lazy_journal_init=0}
+SEED=${SEED:-1}
 EXT4GO_MOUNT_OPTS=${EXT4GO_MOUNT_OPTS:-}
 if [ ${#trees[@]} = 0 ]; then
 	if [ -n "${TREES:-}" ]; then
@@ -215,8 +223,15 @@ onerun() {
 	local bs=$1 t=$2 c=$3 n=$4 untar=- umnt=- pct= count= groups= ngroups= fsck=FAIL st=0 t0
 	rm -f "$img"
 	truncate -s "$SIZE" "$img"
+	local ext=$MKFS_EXTENDED seeded=()
+	if [ "$SEED" = 1 ]; then
+		local id
+		id=$(printf 'e4e4e4e4-0000-4000-8000-%012d' "$n")
+		ext=${ext:+$ext,}hash_seed=$id
+		seeded=(-U "$id")
+	fi
 	# shellcheck disable=SC2086 # MKFS_OPTS is a list of options
-	mke2fs -q -F -t ext4 -b "$bs" $MKFS_OPTS "$img"
+	mke2fs -q -F -t ext4 -b "$bs" ${ext:+-E "$ext"} "${seeded[@]}" $MKFS_OPTS "$img"
 	if mountit "$c"; then
 		t0=$(now)
 		if tar -C "$t" -cf - . | tar -C "$mnt" -xf -; then
@@ -275,7 +290,7 @@ for t in "${use[@]}"; do
 	# reading the tree off the disk.
 	tar -C "$t" -cf - . | cat >/dev/null
 done
-say "$ext4go_version ($EXT4GO); image $SIZE; mke2fs -t ext4 $MKFS_OPTS; contenders: ${run[*]}; $REPEAT run(s) each"
+say "$ext4go_version ($EXT4GO); image $SIZE; mke2fs -t ext4 -E $MKFS_EXTENDED $MKFS_OPTS (seeded: $SEED); contenders: ${run[*]}; $REPEAT run(s) each"
 for bs in $BLOCK_SIZES; do
 	for t in "${use[@]}"; do
 		for n in $(seq "$REPEAT"); do
@@ -288,7 +303,7 @@ for bs in $BLOCK_SIZES; do
 done
 
 echo
-echo "ext4go: $ext4go_version${EXT4GO_MOUNT_OPTS:+, mounted -o $EXT4GO_MOUNT_OPTS}; mke2fs -t ext4 -b BS $MKFS_OPTS"
+echo "ext4go: $ext4go_version${EXT4GO_MOUNT_OPTS:+, mounted -o $EXT4GO_MOUNT_OPTS}; mke2fs -t ext4 -b BS -E $MKFS_EXTENDED $MKFS_OPTS, UUID and hash seed $([ "$SEED" = 1 ] && echo "the same for every contender in a run" || echo random)"
 for bs in $BLOCK_SIZES; do
 	echo "== block size $bs, image $SIZE =="
 	awk -F '\t' -v bs="$bs" -v repeat="$REPEAT" '
