@@ -54,12 +54,24 @@ type localityGroup struct {
 }
 
 // lockLocalityGroup picks and locks a locality group for a small-file
-// allocation of inode ino. The kernel uses the current CPU's; Go has no CPU
-// identity, so the inode number picks it: a file's small allocations share
-// one group, and writers of different files mostly use different ones. A
-// busy group is passed over for a free one rather than waited for.
+// allocation of inode ino. The kernel uses the current CPU's: a lone
+// writer's small files, written back by one thread, share one group and so
+// one preallocation, packed one after the other, and k writers at once use
+// about k groups. Go has no CPU identity; the lowest-numbered free group
+// gives the same: a lone writer always gets group 0, a second writer at the
+// same moment group 1. (Picking by inode number instead sent a lone
+// untar's files to every group in turn, each preallocation in another
+// place: more groups holding data than the kernel's.) Only the first few
+// are tried in order, so that many writers do not all probe the same
+// locks; past them the inode number picks where to start, and a busy group
+// is passed over for a free one rather than waited for.
 func (a *Allocator) lockLocalityGroup(ino uint32) *localityGroup {
 	n := uint32(len(a.lgs))
+	for i := range min(n, lgInOrder) {
+		if lg := &a.lgs[i]; lg.mu.TryLock() {
+			return lg
+		}
+	}
 	h := ino % n
 	for i := uint32(0); i < n; i++ {
 		if lg := &a.lgs[(h+i)%n]; lg.mu.TryLock() {
@@ -69,6 +81,10 @@ func (a *Allocator) lockLocalityGroup(ino uint32) *localityGroup {
 	a.lgs[h].mu.Lock()
 	return &a.lgs[h]
 }
+
+// lgInOrder is how many locality groups lockLocalityGroup tries in order
+// before it spreads by inode number.
+const lgInOrder = 4
 
 // inodeState holds one file's preallocations, sorted by logical start
 // (kernel: i_prealloc_node under i_prealloc_lock). Deleted ones are pruned
