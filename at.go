@@ -132,7 +132,7 @@ func (f *File) Reopen(flag int) (*File, error) {
 	file := &File{fsys: fsys, n: n, name: f.name, readable: readable, writable: writable, append: flag&os.O_APPEND != 0}
 	if flag&os.O_TRUNC != 0 && n.isRegular() {
 		n.mu.Lock()
-		err := fsys.truncate(n, 0)
+		err := fsys.truncate(n, 0, libraryCaller)
 		n.mu.Unlock()
 		if err != nil {
 			file.Close()

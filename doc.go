@@ -69,6 +69,14 @@
 // error to the file's next Sync or Close (Options.NoDelalloc allocates at
 // each write instead; delalloc.go has the rules and the locks).
 //
+// Privileges: the library checks no permissions and acts as a privileged
+// caller, root with CAP_FSETID and CAP_SYS_ADMIN. So a change of a file's
+// data (File.Write, WriteAt, Truncate, Fallocate, an O_TRUNC open) drops
+// its security.capability attribute, as the kernel does whoever writes,
+// and keeps its setuid and setgid bits, as the kernel does for such a
+// caller; ListXattr lists trusted.* attributes. A server acting for other
+// users (fusefs) tells File.KillPriv who the caller is before each change.
+//
 // Walks: FS.WalkDir and File.OpenAt read each directory through the one
 // above it, so walking a tree costs what it visits, memory grows with the
 // depth only, and a directory loop in a corrupt image is reported as

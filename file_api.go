@@ -27,6 +27,9 @@ func (f *File) Write(p []byte) (int, error) {
 	if f.append {
 		f.off = n.size()
 	}
+	if err := f.removePrivsForWrite(p); err != nil {
+		return 0, err
+	}
 	m, err := fsys.writeAt(n, p, f.off, true, true)
 	f.off += int64(m)
 	if err != nil {
@@ -52,11 +55,27 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer n.mu.Unlock()
+	if err := f.removePrivsForWrite(p); err != nil {
+		return 0, err
+	}
 	m, err := f.fsys.writeAt(n, p, off, true, true)
 	if err != nil {
 		return m, &fs.PathError{Op: "write", Path: f.name, Err: err}
 	}
 	return m, nil
+}
+
+// removePrivsForWrite drops the file's privileges before a write of p
+// (kernel: file_remove_privs, after generic_write_checks, which ends an
+// empty write first). f.n.mu is held exclusively.
+func (f *File) removePrivsForWrite(p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if _, err := f.fsys.removePrivs(f.n, libraryCaller); err != nil {
+		return &fs.PathError{Op: "write", Path: f.name, Err: err}
+	}
+	return nil
 }
 
 // WriteString is Write of a string.
@@ -127,7 +146,7 @@ func (f *File) Truncate(size int64) error {
 		return &fs.PathError{Op: "truncate", Path: f.name, Err: syscall.EPERM}
 	}
 	// Removing part of an extent may split it and need a tree block.
-	if err := f.fsys.retryAlloc(func() error { return f.fsys.truncate(n, size) }); err != nil {
+	if err := f.fsys.retryAlloc(func() error { return f.fsys.truncate(n, size, libraryCaller) }); err != nil {
 		return &fs.PathError{Op: "truncate", Path: f.name, Err: err}
 	}
 	return nil
@@ -155,7 +174,7 @@ func (f *File) Fallocate(mode int, off, length int64) error {
 	if in := n.inLocked(); in.HasFlag(inode.FlagImmutable) || in.HasFlag(inode.FlagAppend) && mode&^FallocKeepSize != 0 {
 		return &fs.PathError{Op: "fallocate", Path: f.name, Err: syscall.EPERM}
 	}
-	if err := f.fsys.fallocate(n, mode, off, length); err != nil {
+	if err := f.fsys.fallocate(n, mode, off, length, libraryCaller); err != nil {
 		return &fs.PathError{Op: "fallocate", Path: f.name, Err: err}
 	}
 	return nil

@@ -759,9 +759,11 @@ func (f *FS) zeroEdges(n *node, in *inode.Inode, off, end int64) error {
 	return f.zeroData(n, in, endFull*bs, end)
 }
 
-// truncate sets the size of regular file n, freeing blocks past it. n.mu
-// must be held exclusively.
-func (f *FS) truncate(n *node, size int64) error {
+// truncate sets the size of regular file n, freeing blocks past it,
+// for c, whose truncation drops n's privileges (kernel: do_truncate; a
+// size refused drops nothing, the privileges going in the same setattr).
+// n.mu must be held exclusively.
+func (f *FS) truncate(n *node, size int64, c privCaller) error {
 	if err := f.checkDataWritable(n); err != nil {
 		return err
 	}
@@ -770,6 +772,9 @@ func (f *FS) truncate(n *node, size int64) error {
 	}
 	if size > f.maxFileSize(n) {
 		return syscall.EFBIG
+	}
+	if _, err := f.removePrivs(n, c); err != nil {
+		return err
 	}
 	if n.inLocked().HasFlag(inode.FlagInlineData) {
 		if err := f.uninlineFile(n); err != nil {
@@ -831,8 +836,10 @@ const (
 	FallocZeroRange = 0x10
 )
 
-// fallocate implements File.Fallocate; n.mu must be held exclusively.
-func (f *FS) fallocate(n *node, mode int, off, length int64) error {
+// fallocate implements File.Fallocate for c, whose change drops n's
+// privileges once the arguments passed (kernel: file_modified in
+// ext4_fallocate and its modes); n.mu must be held exclusively.
+func (f *FS) fallocate(n *node, mode int, off, length int64, c privCaller) error {
 	if err := f.checkDataWritable(n); err != nil {
 		return err
 	}
@@ -852,6 +859,9 @@ func (f *FS) fallocate(n *node, mode int, off, length int64) error {
 	}
 	if !n.inLocked().HasFlag(inode.FlagExtents) && !n.inLocked().HasFlag(inode.FlagInlineData) && mode&FallocPunchHole == 0 {
 		return syscall.EOPNOTSUPP // as Linux: preallocation needs extents; punching does not
+	}
+	if _, err := f.removePrivs(n, c); err != nil {
+		return err
 	}
 	if n.inLocked().HasFlag(inode.FlagInlineData) {
 		if err := f.uninlineFile(n); err != nil {

@@ -7,7 +7,6 @@ import (
 	"syscall"
 
 	"github.com/ext4go/ext4go/internal/inode"
-	"github.com/ext4go/ext4go/internal/xattr"
 )
 
 // The inode flags chattr and lsattr see (kernel: EXT4_FL_USER_VISIBLE and
@@ -101,65 +100,34 @@ func checkOpenFlags(in *inode.Inode, flag int, writable bool) error {
 	return nil
 }
 
-// KillPriv drops what a write, truncate or chown by an unprivileged
-// process drops on Linux (the VFS's file_remove_privs): the
-// security.capability attribute always, and with suidgid the setuid bit
-// and the setgid bit of a group-executable file, or of any file when
-// inGroup (nil: not known) says the caller is not in the file's group
-// (kernel: setattr_should_drop_sgid). It changes nothing, and commits
-// nothing, where there is nothing to drop; changed reports whether it
-// dropped anything. A FUSE server that handles killpriv (as fusefs does)
-// calls it; ext4go's own writes do not, having no caller's privileges to
-// judge by.
+// KillPriv drops what a change of the file's data, size or owner by the
+// caller it describes drops on Linux (kernel: file_remove_privs, and
+// chown_common for a chown): the security.capability attribute always;
+// with suidgid (the caller lacks CAP_FSETID, or the change is a chown)
+// the setuid bit, and the setgid bit of a group-executable file, or of
+// any file when inGroup (nil: not known, taken as in it) says the caller
+// is not in the file's group (kernel: setattr_should_drop_sgid). A
+// directory keeps everything. It changes, and commits, nothing where
+// there is nothing to drop; changed reports whether it dropped anything.
+//
+// The library's own changes of a file's data (Write, WriteAt, Truncate,
+// Fallocate, an O_TRUNC open) drop them as for a privileged caller, root
+// with CAP_FSETID: security.capability goes, the setuid and setgid bits
+// stay. A server acting for other users (fusefs) calls KillPriv with
+// what it knows of its caller before each such change.
 func (f *File) KillPriv(suidgid bool, inGroup func(gid uint32) bool) (changed bool, err error) {
 	if err := f.checkOpen("killpriv"); err != nil {
 		return false, err
 	}
-	fsys, n := f.fsys, f.n
-	if fsys.w == nil || n.isDir() { // a chown keeps a directory's bits
-		return false, nil
-	}
+	n := f.n
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.freed.Load() {
 		return false, nil
 	}
-	in := n.in()
-	mode := in.Mode
-	if suidgid {
-		mode &^= 0o4000
-		if mode&0o2000 != 0 && (mode&0o010 != 0 || inGroup != nil && !inGroup(in.GID)) {
-			mode &^= 0o2000
-		}
-	}
-	hasCap, err := fsys.hasXattr(n, xattr.IndexSecurity, "capability")
+	changed, err = f.fsys.removePrivs(n, privCaller{unprivileged: suidgid, inGroup: inGroup})
 	if err != nil {
 		return false, &fs.PathError{Op: "killpriv", Path: f.name, Err: err}
 	}
-	if mode == in.Mode && !hasCap {
-		return false, nil
-	}
-	err = fsys.retryAlloc(func() error {
-		h, err := fsys.begin()
-		if err != nil {
-			return err
-		}
-		if hasCap {
-			err = fsys.changeXattr(h, n, xattrChange{name: "security.capability", remove: true})
-		}
-		if err == nil && mode != n.in().Mode {
-			in := editInode(n)
-			in.Mode = mode
-			in.Ctime = inode.FromTime(fsys.now())
-			err = fsys.setInode(h, n, in)
-		}
-		if e := h.End(); err == nil {
-			err = e
-		}
-		return err
-	})
-	if err != nil {
-		return false, &fs.PathError{Op: "killpriv", Path: f.name, Err: err}
-	}
-	return true, nil
+	return changed, nil
 }

@@ -730,7 +730,7 @@ func (f *FS) openNode(n *node, name string, flag int, readable, writable bool) (
 	}
 	if flag&os.O_TRUNC != 0 && n.isRegular() {
 		n.mu.Lock()
-		err := f.truncate(n, 0)
+		err := f.truncate(n, 0, libraryCaller)
 		n.mu.Unlock()
 		if err != nil {
 			file.Close()
