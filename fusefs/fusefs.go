@@ -198,9 +198,10 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 	if o.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
 	} else {
-		// The server drops setuid bits and file capabilities on write,
-		// truncate and chown (KillPriv), so the kernel need not ask for
-		// security.capability before every write.
+		// The server drops setuid bits and file capabilities on every
+		// change of a file's data (removePrivs) and on chown, so the
+		// kernel need not ask for security.capability before every
+		// write.
 		mo.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
 		if o.WritebackCache {
 			mo.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
@@ -553,7 +554,7 @@ func (r *rawFS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.At
 		if err := w.Truncate(int64(in.Size)); err != nil {
 			return status(err)
 		}
-		if _, err := w.KillPriv(in.Valid&fuse.FATTR_KILL_SUIDGID != 0, callerIn(&in.InHeader)); err != nil {
+		if err := r.removePrivs(w, &in.InHeader, in.NodeId, killFlag(in.Valid&fuse.FATTR_KILL_SUIDGID != 0)); err != nil {
 			return status(err)
 		}
 	}
@@ -938,7 +939,7 @@ func (r *rawFS) open(n *ext4go.File, h *fuse.InHeader, flags uint32, killSuid bo
 		return nil, false, err
 	}
 	if of&os.O_TRUNC != 0 {
-		if err := r.killPriv(f, h, killSuid); err != nil {
+		if err := r.removePrivs(f, h, h.NodeId, killFlag(killSuid)); err != nil {
 			f.Close()
 			return nil, false, err
 		}
@@ -956,14 +957,66 @@ func (r *rawFS) writebackFlags(of int) int {
 	return of
 }
 
-// killPriv drops f's privileges as a write by h's caller does
-// (File.KillPriv) and, if that changed its mode, tells the kernel its
-// cached attributes of h's node are stale: the reply to this request
-// carries none.
-func (r *rawFS) killPriv(f *ext4go.File, h *fuse.InHeader, suidgid bool) error {
+// killSetID is what a request that changes a file's data says of its
+// caller's CAP_FSETID, without which the change drops the setuid and
+// setgid bits (kernel: setattr_should_drop_suidgid).
+type killSetID uint8
+
+const (
+	// callerUnknown: the request carries no word of it (FALLOCATE,
+	// COPY_FILE_RANGE), and the caller's capabilities are looked up.
+	callerUnknown killSetID = iota
+	// kernelSaysKeep and kernelSaysKill: the kernel judged the caller
+	// and said so in the request's kill flag (WRITE_KILL_SUIDGID,
+	// OPEN_KILL_SUIDGID, FATTR_KILL_SUIDGID).
+	kernelSaysKeep
+	kernelSaysKill
+)
+
+// killFlag is the killSetID of a request's kill flag.
+func killFlag(set bool) killSetID {
+	if set {
+		return kernelSaysKill
+	}
+	return kernelSaysKeep
+}
+
+// changingHandle returns handle fh for a request of h that changes its
+// file's data, once the file's privileges are dropped as that change by
+// h's caller drops them (removePrivs). Every such request on a handle
+// (WRITE, FALLOCATE, COPY_FILE_RANGE's destination) gets its File here,
+// so that none changes data and keeps them.
+func (r *rawFS) changingHandle(fh uint64, h *fuse.InHeader, nodeID uint64, k killSetID) (*ext4go.File, fuse.Status) {
+	f, st := r.handle(fh)
+	if !st.Ok() {
+		return nil, st
+	}
+	if err := r.removePrivs(f, h, nodeID, k); err != nil {
+		return nil, status(err)
+	}
+	return f, fuse.OK
+}
+
+// removePrivs drops f's privileges before a change of its data by h's
+// caller, as the kernel's file_remove_privs does (File.KillPriv): the file
+// capability always, the setuid and setgid bits unless the caller has
+// CAP_FSETID. With handle_killpriv_v2 the kernel leaves all of it to the
+// server. If f's mode changed, the kernel is told its cached attributes of
+// node nodeID (f's) are stale: the reply to the request carries none.
+// Requests that change data without a handle (an O_TRUNC open, a
+// truncating SETATTR) call it themselves; the others go through
+// changingHandle.
+func (r *rawFS) removePrivs(f *ext4go.File, h *fuse.InHeader, nodeID uint64, k killSetID) error {
+	suidgid := k == kernelSaysKill
+	if k == callerUnknown {
+		// The caller is looked up only when there are bits to drop.
+		if s, err := statOf(f); err == nil && s.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
+			suidgid = !callerPrivileged(h)
+		}
+	}
 	changed, err := f.KillPriv(suidgid, callerIn(h))
 	if changed {
-		r.invalidateAttr(h.NodeId) // before the reply: the next stat asks
+		r.invalidateAttr(nodeID) // before the reply: the next stat asks
 	}
 	return err
 }
@@ -1069,12 +1122,9 @@ func (r *rawFS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.
 }
 
 func (r *rawFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
-	f, st := r.handle(in.Fh)
+	f, st := r.changingHandle(in.Fh, &in.InHeader, in.NodeId, killFlag(in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0))
 	if !st.Ok() {
 		return 0, st
-	}
-	if err := r.killPriv(f, &in.InHeader, in.WriteFlags&fuse.WRITE_KILL_SUIDGID != 0); err != nil {
-		return 0, status(err)
 	}
 	var n int
 	var err error
@@ -1117,19 +1167,11 @@ func (r *rawFS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekO
 }
 
 func (r *rawFS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
-	f, st := r.handle(in.Fh)
+	// The kernel's ext4 drops privileges on every fallocate as on a write
+	// (file_modified); FUSE sends no kill flag with it.
+	f, st := r.changingHandle(in.Fh, &in.InHeader, in.NodeId, callerUnknown)
 	if !st.Ok() {
 		return st
-	}
-	// The kernel's ext4 drops privileges on every fallocate as on a write
-	// (file_modified); FUSE sends no kill flag with it, so the caller's
-	// CAP_FSETID is looked up, only when there are bits to drop.
-	suidgid := false
-	if s, err := statOf(f); err == nil && s.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
-		suidgid = !callerPrivileged(&in.InHeader)
-	}
-	if err := r.killPriv(f, &in.InHeader, suidgid); err != nil {
-		return status(err)
 	}
 	return status(f.Fallocate(int(in.Mode), int64(in.Offset), int64(in.Length)))
 }
@@ -1534,18 +1576,21 @@ const copyChunk = 1 << 20
 
 // CopyFileRange copies by reading and writing, as the kernel's ext4 does
 // (it has no reflinks): up to the source's end, at most 1 GiB a request
-// (the caller loops, as copy_file_range(2) allows).
+// (the caller loops, as copy_file_range(2) allows). The destination's
+// privileges go as on a write (the kernel's ext4 copies by splicing into
+// its write path, which calls file_remove_privs); the request carries no
+// kill flag.
 func (r *rawFS) CopyFileRange(cancel <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32, fuse.Status) {
+	if in.Flags != 0 {
+		return 0, fuse.EINVAL
+	}
 	src, st := r.handle(in.FhIn)
 	if !st.Ok() {
 		return 0, st
 	}
-	dst, st := r.handle(in.FhOut)
+	dst, st := r.changingHandle(in.FhOut, &in.InHeader, in.NodeIdOut, callerUnknown)
 	if !st.Ok() {
 		return 0, st
-	}
-	if in.Flags != 0 {
-		return 0, fuse.EINVAL
 	}
 	n := min(in.Len, 1<<30)
 	buf := make([]byte, min(n, copyChunk))
