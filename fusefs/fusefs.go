@@ -746,6 +746,12 @@ func (r *rawFS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, 
 	return uint32(copy(dest, v)), fuse.OK
 }
 
+// ListXAttr lists a file's attributes as the kernel's ext4 lists them to
+// its caller: trusted.* only to one with CAP_SYS_ADMIN (kernel:
+// ext4_xattr_trusted_list); the kernel does not filter a FUSE server's
+// list. Reading and writing trusted.* need no check here: the VFS refuses
+// them to such a caller before asking the server (xattr_permission:
+// ENODATA, EPERM), judging its credentials better than callerCapable can.
 func (r *rawFS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
 	f, st := r.node(h.NodeId)
 	if !st.Ok() {
@@ -756,7 +762,12 @@ func (r *rawFS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte)
 		return 0, status(err)
 	}
 	var b []byte
+	// Looked up once, and only for a file that has such attributes.
+	privileged := sync.OnceValue(func() bool { return callerCapable(h, capSysAdmin) })
 	for _, n := range names {
+		if strings.HasPrefix(n, "trusted.") && !privileged() {
+			continue
+		}
 		b = append(append(b, n...), 0)
 	}
 	if len(dest) < len(b) {
@@ -781,7 +792,7 @@ func (r *rawFS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr strin
 		if err != nil {
 			return status(err)
 		}
-		if s.Mode&syscall.S_ISGID != 0 && !callerPrivileged(&in.InHeader) && !callerIn(&in.InHeader)(s.GID) {
+		if s.Mode&syscall.S_ISGID != 0 && !callerCapable(&in.InHeader, capFSetID) && !callerIn(&in.InHeader)(s.GID) {
 			if err := f.Chmod(unixMode(uint32(s.Mode) &^ syscall.S_ISGID)); err != nil {
 				return status(err)
 			}
@@ -811,15 +822,42 @@ func (r *rawFS) invalidateAttr(id uint64) {
 	}
 }
 
-// callerPrivileged reports whether h's caller has CAP_FSETID (read from
-// /proc; uid 0 if it cannot be read).
-func callerPrivileged(h *fuse.InHeader) bool {
+// The capabilities the server asks its callers about
+// (linux/capability.h).
+const (
+	capFSetID   = 4  // keep set-ID bits when changing a file
+	capSysAdmin = 21 // among much else, the trusted.* attributes
+)
+
+// initUserNS is how /proc/PID/ns/user names the initial user namespace
+// (PROC_USER_INIT_INO).
+const initUserNS = "user:[4026531837]"
+
+// callerCapable reports whether h's caller holds capability cp as the
+// kernel's capable() asks: in its effective set, in the initial user
+// namespace (the root of a namespace of its own has every capability in
+// it and none outside). A request names its caller's thread, uid and gid,
+// not its capabilities: they are read from /proc/<pid>/status. Where
+// /proc cannot say (a caller in a pid namespace the server does not see
+// comes with pid 0; a server that is not root may not read another user's
+// namespace), uid 0 counts as capable, as FUSE servers without /proc
+// judge privilege. What /proc shows is the thread's own credentials: a
+// kernel service that acts for a thread with credentials of its own
+// (overlayfs copying up, say) is judged by the thread's.
+func callerCapable(h *fuse.InHeader, cp uint) bool {
 	capEff, ok := procStatus(h.Pid, "CapEff:")
 	if !ok {
 		return h.Uid == 0
 	}
 	caps, err := strconv.ParseUint(capEff, 16, 64)
-	return err == nil && caps&(1<<4) != 0 // CAP_FSETID
+	if err != nil || caps&(1<<cp) == 0 {
+		return false
+	}
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/user", h.Pid))
+	if err != nil {
+		return h.Uid == 0
+	}
+	return ns == initUserNS
 }
 
 func (r *rawFS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
@@ -1011,7 +1049,7 @@ func (r *rawFS) removePrivs(f *ext4go.File, h *fuse.InHeader, nodeID uint64, k k
 	if k == callerUnknown {
 		// The caller is looked up only when there are bits to drop.
 		if s, err := statOf(f); err == nil && s.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
-			suidgid = !callerPrivileged(h)
+			suidgid = !callerCapable(h, capFSetID)
 		}
 	}
 	changed, err := f.KillPriv(suidgid, callerIn(h))

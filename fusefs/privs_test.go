@@ -53,3 +53,34 @@ func TestMountDataChangesDropSetID(t *testing.T) {
 		}
 	}
 }
+
+// TestMountTrustedXattrsPrivileged: trusted.* attributes are a privileged
+// caller's alone: an unprivileged one does not see them listed (kernel:
+// ext4_xattr_trusted_list), reads none (ENODATA) and writes none (EPERM)
+// (kernel: xattr_permission), on the mount as on the kernel's ext4; root
+// lists and reads them.
+func TestMountTrustedXattrsPrivileged(t *testing.T) {
+	tw := newTwin(t, 32<<20, 0o755)
+	ops := []privOp{
+		{Op: "listxattr", Path: "f"},
+		{Op: "getxattr", Path: "f", Name: "trusted.t"},
+		{Op: "getxattr", Path: "f", Name: "user.u"},
+		{Op: "setxattr", Path: "f", Name: "trusted.new", Value: []byte("v")},
+		{Op: "removexattr", Path: "f", Name: "trusted.t"},
+	}
+	want := map[string][]string{
+		member.name:   {"ok [user.u]", "getxattr: ENODATA", "ok n=1", "setxattr: EPERM", "removexattr: EPERM"},
+		rootUser.name: {"ok [trusted.t user.u]", "ok n=1", "ok n=1", "ok", "ok"},
+	}
+	for _, root := range []string{tw.dir, tw.kmp} {
+		for _, id := range []identity{member, rootUser} {
+			name := filepath.Join(root, "f")
+			privFile(t, name, 0o666, false, "trusted.t", "user.u")
+			for i, r := range runAs(t, root, id, ops) {
+				if got := r.String(); got != want[id.name][i] {
+					t.Errorf("%s as %s: %s %s: %s, want %s", root, id.name, ops[i].Op, ops[i].Name, got, want[id.name][i])
+				}
+			}
+		}
+	}
+}
