@@ -530,10 +530,19 @@ func (r *rawFS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.At
 		if in.Valid&fuse.FATTR_GID != 0 {
 			gid = int(in.Gid)
 		}
+		// A chown drops the setuid bit whoever makes it, and the setgid
+		// bit as a write by a caller without CAP_FSETID does, judged on
+		// the group before the change (kernel: chown_common); after it,
+		// so that a chown refused (an immutable file) drops nothing.
+		s, err := statOf(f)
+		if err != nil {
+			return status(err)
+		}
+		keepsSetgid := inGroupOrCapable(&in.InHeader)(s.GID)
 		if err := f.Chown(uid, gid); err != nil {
 			return status(err)
 		}
-		if _, err := f.KillPriv(true, nil); err != nil {
+		if _, err := f.KillPriv(true, func(uint32) bool { return keepsSetgid }); err != nil {
 			return status(err)
 		}
 	}
@@ -792,7 +801,7 @@ func (r *rawFS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr strin
 		if err != nil {
 			return status(err)
 		}
-		if s.Mode&syscall.S_ISGID != 0 && !callerCapable(&in.InHeader, capFSetID) && !callerIn(&in.InHeader)(s.GID) {
+		if s.Mode&syscall.S_ISGID != 0 && !inGroupOrCapable(&in.InHeader)(s.GID) {
 			if err := f.Chmod(unixMode(uint32(s.Mode) &^ syscall.S_ISGID)); err != nil {
 				return status(err)
 			}
@@ -1052,7 +1061,7 @@ func (r *rawFS) removePrivs(f *ext4go.File, h *fuse.InHeader, nodeID uint64, k k
 			suidgid = !callerCapable(h, capFSetID)
 		}
 	}
-	changed, err := f.KillPriv(suidgid, callerIn(h))
+	changed, err := f.KillPriv(suidgid, inGroupOrCapable(h))
 	if changed {
 		r.invalidateAttr(nodeID) // before the reply: the next stat asks
 	}
@@ -1078,6 +1087,14 @@ func callerIn(h *fuse.InHeader) func(gid uint32) bool {
 		}
 		return false
 	}
+}
+
+// inGroupOrCapable returns whether h's caller is in a group or holds
+// CAP_FSETID, either of which keeps the setgid bit of a file of that
+// group that is not group-executable (kernel: in_group_or_capable).
+func inGroupOrCapable(h *fuse.InHeader) func(gid uint32) bool {
+	in := callerIn(h)
+	return func(gid uint32) bool { return in(gid) || callerCapable(h, capFSetID) }
 }
 
 // procStatus returns the value of a line of /proc/PID/status ("Groups:",
