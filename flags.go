@@ -105,9 +105,10 @@ func checkOpenFlags(in *inode.Inode, flag int, writable bool) error {
 // chown_common for a chown): the security.capability attribute always;
 // with suidgid (the caller lacks CAP_FSETID, or the change is a chown)
 // the setuid bit, and the setgid bit of a group-executable file, or of
-// any file when inGroup (nil: not known, taken as in it) says the caller
-// is not in the file's group (kernel: setattr_should_drop_sgid). A
-// directory keeps everything. It changes, and commits, nothing where
+// any file when inGroup (nil: not known, taken as yes) says the caller is
+// neither in the file's group nor holds CAP_FSETID over it (kernel:
+// setattr_should_drop_sgid, in_group_or_capable). A directory keeps
+// everything. It changes, and commits, nothing where
 // there is nothing to drop; changed reports whether it dropped anything.
 //
 // The library's own changes of a file's data (Write, WriteAt, Truncate,

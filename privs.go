@@ -13,8 +13,9 @@ type privCaller struct {
 	// says.
 	unprivileged bool
 	// inGroup reports whether the caller is in group gid (its own or a
-	// supplementary one); nil when that is not known, which counts as
-	// in it: nothing is dropped on a guess.
+	// supplementary one) or holds CAP_FSETID over the file (kernel:
+	// in_group_or_capable); nil when that is not known, which counts as
+	// yes: nothing is dropped on a guess.
 	inGroup func(gid uint32) bool
 }
 
