@@ -3,9 +3,11 @@ package fusefs_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -172,10 +174,16 @@ const (
 // ftruncate, fallocate's modes, copy_file_range into, out of and within
 // it, chown, chmod, setting and removing security.capability) and every
 // read and write of trusted.* and user.* attributes gives, on an ext4go
-// mount with default_permissions and allow_other, and on one without
-// both (root's callers only: nobody else is let in), the errno, mode,
-// owner, size and xattrs it gives on the kernel's ext4 mount of the same
-// image, except for intendedMatrixDifferences.
+// mount with default_permissions and allow_other, on one without both
+// (root's callers only: nobody else is let in) and on one with the other
+// caching (writeback_cache or not), the errno, mode, owner, size and
+// xattrs it gives on the kernel's ext4 mount of the same image, except for
+// the differences intendedDifference lists. It takes seconds; run it
+// alone, as root, with
+//
+//	go test -run TestMountPermissionMatrix -v ./fusefs/
+//
+// (EXT4GO_TEST_PRIV_MATRIX=long for more modes).
 func TestMountPermissionMatrix(t *testing.T) {
 	requireFUSE(t)
 	testutil.RequireMount(t)
@@ -195,6 +203,11 @@ func TestMountPermissionMatrix(t *testing.T) {
 	}
 	all := []identity{rootUser, rootNoCaps, userNSRoot, member, stranger}
 	rootOnly := []identity{rootUser, rootNoCaps, userNSRoot}
+	if err := userNamespaces(); err != nil {
+		t.Logf("no user namespaces here (%v): not trying as %s", err, userNSRoot.name)
+		all = slices.DeleteFunc(all, func(id identity) bool { return id.userNS })
+		rootOnly = slices.DeleteFunc(rootOnly, func(id identity) bool { return id.userNS })
+	}
 	kernel := matrixMount{name: "kernel", dir: testutil.Mount(t, copyOf("kimg"), false), callers: all}
 	dp, _, _ := mountWith(t, image, nil) // default_permissions, allow_other
 	nodp, _, _ := mountWith(t, copyOf("nodp"), func(o *fusefs.Options) { o.DefaultPermissions, o.AllowOther = false, false })
@@ -271,6 +284,18 @@ func TestMountPermissionMatrix(t *testing.T) {
 		}
 	}
 	t.Logf("%d cases on %d ext4go mounts against the kernel's ext4: %d differ; %v", tried, len(mounts), differences, time.Since(start).Round(time.Millisecond))
+}
+
+// userNamespaces returns why a process cannot be started in a user
+// namespace of its own, or nil if it can.
+func userNamespaces() error {
+	cmd := exec.Command("true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
+	}
+	return cmd.Run()
 }
 
 // short is a caller's name in file names.
