@@ -56,10 +56,12 @@ func (c privCaller) setgidDropped(mode uint16, gid uint32) bool {
 // O_TRUNC open, and File.KillPriv for a server that knows its caller.
 // n.mu is held exclusively.
 func (f *FS) removePrivs(n *node, c privCaller) (changed bool, err error) {
-	if f.w == nil || n.isDir() {
+	// The lock holder's reads (inLocked), not a reader's (in), which
+	// would keep the next editInodeHot from reusing the inode.
+	in := n.inLocked()
+	if f.w == nil || in.IsDir() {
 		return false, nil
 	}
-	in := n.inLocked()
 	mode := in.Mode
 	if c.unprivileged {
 		mode &^= 0o4000

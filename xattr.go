@@ -215,9 +215,11 @@ func (f *FS) inlineDir(n *node) (*dir.Inline, error) {
 
 // hasXattr reports whether n has the attribute index/name, reading as
 // little as it can: an inode without an xattr block nor the in-inode
-// attribute magic has none. n.mu must be held.
+// attribute magic has none. n.mu must be held. The inode is read as the
+// lock holder's (inLocked): a reader's read (in) would keep editInodeHot
+// from reusing it, an allocation on every write that asks.
 func (f *FS) hasXattr(n *node, index uint8, name string) (bool, error) {
-	in := n.in()
+	in := n.inLocked()
 	if in.ACLBlock(f.is64) == 0 {
 		if f.inodeSize <= inode.GoodOldSize {
 			return false, nil
