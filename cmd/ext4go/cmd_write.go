@@ -1616,7 +1616,7 @@ func xattrTarget(fsys *ext4go.FS, p string, noDeref bool) (string, error) {
 }
 
 func xattrErrText(err error) string {
-	if errors.Is(err, syscall.ENODATA) {
+	if errors.Is(err, ext4go.ErrNoXattr) {
 		return "no such attribute"
 	}
 	return errText(err)
