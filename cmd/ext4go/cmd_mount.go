@@ -1,3 +1,5 @@
+//go:build (linux && (amd64 || arm64 || riscv64 || ppc64 || ppc64le || s390x || loong64 || mips64 || mips64le)) || darwin || freebsd
+
 package main
 
 import (
@@ -15,15 +17,11 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ext4go/ext4go"
 	"github.com/ext4go/ext4go/fusefs"
 )
-
-func init() {
-	register(&command{name: "mount", usage: "[-f] [-o OPTIONS] IMAGE DIR",
-		summary: "mount the image on DIR through FUSE (journalled, many requests at once)", run: runMount})
-	examples["mount"] = []string{"ext4go mount disk.img /mnt/disk", "ext4go mount -o ro,allow_other disk.img /mnt/disk", "ext4go umount /mnt/disk   # or fusermount3 -u, which returns before the image is closed"}
-}
 
 // mountConfig is a parsed -o list.
 type mountConfig struct {
@@ -192,8 +190,8 @@ func runMount(e *env, args []string) error {
 	}
 	quiet := func() {
 		if devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
-			syscall.Dup2(int(devnull.Fd()), 1)
-			syscall.Dup2(int(devnull.Fd()), 2)
+			unix.Dup2(int(devnull.Fd()), 1)
+			unix.Dup2(int(devnull.Fd()), 2)
 			devnull.Close()
 		}
 	}
