@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"runtime"
+	"time"
 )
 
 // errNoMount says why this build has no FUSE mount: the library (go-fuse)
@@ -16,5 +17,5 @@ func errNoMount() error {
 	return fmt.Errorf("not available on %s: FUSE mounts need Linux, macOS (macFUSE) or FreeBSD", runtime.GOOS)
 }
 
-func runMount(*env, []string) error  { return errNoMount() }
-func runUmount(*env, []string) error { return errNoMount() }
+func mount(*env, []string, string, string, bool, []string) error { return errNoMount() }
+func umount(*env, string, string, time.Duration) error           { return errNoMount() }

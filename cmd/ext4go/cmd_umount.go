@@ -12,36 +12,17 @@ import (
 	"github.com/ext4go/ext4go/internal/dev"
 )
 
-// runUmount unmounts DIR and waits for the image to be closed. A FUSE
+// umount unmounts dir and waits for the image to be closed. A FUSE
 // unmount returns as soon as the kernel has let go of the mount, while the
 // daemon still commits, checkpoints and marks the image clean: a program
 // that reads the image right after umount(8) (e2fsck, cp, a kernel mount)
 // may see it half closed. The daemon holds the image locked until it is
 // done (internal/dev: a lock on a file, O_EXCL on a Linux block device),
 // so the wait is for that lock. The mount table and the unmount are the
-// system's: umount_linux.go, umount_bsd.go.
-func runUmount(e *env, args []string) error {
-	s := newFlags(commands["umount"], e)
-	var image string
-	s.add("i", "IMAGE", "the mounted image, when the mount's source does not name it (fsname=)", "",
-		func(v string) error { image = v; return nil })
-	timeout := 5 * time.Minute
-	s.add("timeout", "D", "how long to wait for the daemon to close the image (default 5m)", "",
-		func(v string) error {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return fmt.Errorf("--timeout %q: want a positive duration such as 30s", v)
-			}
-			timeout = d
-			return nil
-		})
-	if err := s.Parse(args); err != nil {
-		return err
-	}
-	if s.NArg() != 1 {
-		return usagef("want DIR")
-	}
-	dir, err := filepath.Abs(s.Arg(0))
+// system's: umount_linux.go, umount_bsd.go. image is found from the
+// mount's source when empty; the wait lasts at most timeout.
+func umount(e *env, dir, image string, timeout time.Duration) error {
+	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return err
 	}
