@@ -89,7 +89,7 @@ func openDevice(path string, writable bool) (*File, error) {
 // device, or an error for anything else. (A device's size is read once it
 // is open: deviceSize.)
 func statDevice(path string) (size int64, isDevice bool, err error) {
-	if isDevicePath(path) {
+	if IsDevicePath(path) {
 		return 0, true, nil
 	}
 	fi, err := os.Stat(path)

@@ -8,8 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// isDevicePath: macOS names devices by paths that stat tells apart.
-func isDevicePath(string) bool { return false }
+// IsDevicePath reports whether path names a disk by a name stat does not
+// describe: never on macOS, where devices are told by their mode.
+func IsDevicePath(string) bool { return false }
 
 // isDeviceMode: a disk is /dev/diskN (a block device) or /dev/rdiskN (the
 // same disk as a character device, unbuffered and faster).

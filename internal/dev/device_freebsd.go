@@ -8,8 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// isDevicePath: FreeBSD names devices by paths that stat tells apart.
-func isDevicePath(string) bool { return false }
+// IsDevicePath reports whether path names a disk by a name stat does not
+// describe: never on FreeBSD, where devices are told by their mode.
+func IsDevicePath(string) bool { return false }
 
 // isDeviceMode: FreeBSD has no block devices; disks (/dev/ada0,
 // /dev/da0p2, md(4) memory disks) are character devices.

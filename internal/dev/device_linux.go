@@ -9,8 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// isDevicePath: Linux names devices by paths that stat tells apart.
-func isDevicePath(string) bool { return false }
+// IsDevicePath reports whether path names a disk by a name stat does not
+// describe: never on Linux, where devices are told by their mode.
+func IsDevicePath(string) bool { return false }
 
 // isDeviceMode: a filesystem lives on a block device (character devices
 // are not disks on Linux).

@@ -9,8 +9,9 @@ import (
 	"runtime"
 )
 
-// isDevicePath: devices are named by paths stat tells apart, if at all.
-func isDevicePath(string) bool { return false }
+// IsDevicePath reports whether path names a disk by a name stat does not
+// describe: never here.
+func IsDevicePath(string) bool { return false }
 
 // isDeviceMode takes any device, so that opening one says why it fails
 // (deviceSize) rather than calling it no regular file.

@@ -9,9 +9,10 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// isDevicePath: Windows names disks \\.\PhysicalDriveN and volumes \\.\X:
-// (the Win32 device namespace), which os.Stat does not describe.
-func isDevicePath(path string) bool {
+// IsDevicePath reports whether path names a disk by a name stat does not
+// describe: on Windows, the Win32 device namespace (\\.\PhysicalDriveN for
+// disks, \\.\X: for volumes).
+func IsDevicePath(path string) bool {
 	return strings.HasPrefix(path, `\\.\`) || strings.HasPrefix(path, `//./`)
 }
 

@@ -87,6 +87,14 @@ func makeImage(p *plan, zeroed bool) (*image, error) {
 // which keeps the result sparse. It takes the same exclusive claim as
 // dev.Open: an advisory lock on files, O_EXCL on block devices.
 func Format(path string, o Options) (err error) {
+	if dev.IsDevicePath(path) {
+		d, err := dev.Open(path, true)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		return Mkfs(d, o)
+	}
 	fi, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) && o.Size > 0 {
 		// Validate first so that bad options leave no file behind.
