@@ -30,7 +30,7 @@ const oPath = 0x200000
 type NewInode struct {
 	Mode     uint32 // S_IF* file type and permission bits, as st_mode (0o100644)
 	UID, GID uint32 // owner (a setgid directory gives its group, as on Linux)
-	Rdev     uint64 // device number of a device node (unix.Mkdev)
+	Rdev     uint64 // device number of a device node (Mkdev)
 	Target   string // the target of a symbolic link
 	// Umask clears permission bits where the directory has no default
 	// POSIX ACL; where it has one, the ACL decides instead (as a
@@ -355,10 +355,10 @@ func (f *File) Chmod(mode fs.FileMode) error {
 // Chown sets the owner of the file, as os.File's; -1 keeps a value.
 func (f *File) Chown(uid, gid int) error {
 	return f.setAttr("chown", func(in *inode.Inode) error {
-		if uid >= 0 {
+		if uid != -1 {
 			in.UID = uint32(uid)
 		}
-		if gid >= 0 {
+		if gid != -1 {
 			in.GID = uint32(gid)
 		}
 		return nil
@@ -441,7 +441,7 @@ func (f *File) ListXattr() ([]string, error) {
 }
 
 // GetXattr returns the value of the file's attribute attr; a missing one
-// is syscall.ENODATA.
+// is ErrNoXattr (syscall.ENODATA on Linux).
 func (f *File) GetXattr(attr string) ([]byte, error) {
 	if err := f.checkOpen("getxattr"); err != nil {
 		return nil, err
@@ -452,7 +452,7 @@ func (f *File) GetXattr(attr string) ([]byte, error) {
 	}
 	v, ok := m[attr]
 	if !ok {
-		return nil, &fs.PathError{Op: "getxattr", Path: f.name, Err: syscall.ENODATA}
+		return nil, &fs.PathError{Op: "getxattr", Path: f.name, Err: ErrNoXattr}
 	}
 	return v, nil
 }

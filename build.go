@@ -12,9 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ext4go/ext4go/internal/dev"
+	"github.com/ext4go/ext4go/internal/host"
 	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/mballoc"
 	"github.com/ext4go/ext4go/internal/mkfs"
@@ -224,27 +223,28 @@ func (f *FS) newBuilder(dst string, o *BuildOptions) (*builder, *node, error) {
 // the image's directory at ipath; made reports that this build made parent
 // (so it holds only names from dir).
 func (b *builder) walkDir(parent *node, ipath, dir string, made bool) error {
-	fd, ents, err := openHostDir(dir)
+	hd, ents, err := openHostDir(dir)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd) // after ds.stop: the scan reads the entries through fd
+	defer hd.close() // after ds.stop: the scan reads the entries through hd
 	// A directory inside itself (a bind mount of an ancestor) would be
 	// copied without end.
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	key, known, err := hd.id()
+	if err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
 	}
-	key := [2]uint64{uint64(st.Dev), st.Ino}
-	if b.above == nil {
-		b.above = map[[2]uint64]bool{}
+	if known {
+		if b.above == nil {
+			b.above = map[[2]uint64]bool{}
+		}
+		if b.above[key] {
+			return fmt.Errorf("%s: the directory contains itself (a loop, e.g. a bind mount of an ancestor)", dir)
+		}
+		b.above[key] = true
+		defer delete(b.above, key)
 	}
-	if b.above[key] {
-		return fmt.Errorf("%s: the directory contains itself (a loop, e.g. a bind mount of an ancestor)", dir)
-	}
-	b.above[key] = true
-	defer delete(b.above, key)
-	ds := b.scan.start(dir, fd, ents)
+	ds := b.scan.start(dir, hd, ents)
 	defer ds.stop()
 	for range ents {
 		if err := b.fillFailed(); err != nil {
@@ -270,51 +270,53 @@ func (b *builder) addHostEntry(parent *node, ipath string, h *hostEntry, parentM
 	if h.err != nil {
 		return fmt.Errorf("%s: %w", p, h.err)
 	}
-	uid, gid := b.o.owner(st.Uid, st.Gid)
+	uid, gid := b.o.owner(st.UID, st.GID)
 	e := newEntry{mode: uint16(st.Mode), uid: uid, gid: gid}
 	// A directory this build made holds only the distinct names of its
 	// host directory, so far: name cannot be there yet, unless whiteouts
 	// rename entries or casefolding makes distinct names equal.
 	e.absent = parentMade && !b.o.Whiteouts && !b.f.sb.HasIncompat(super.IncompatCasefold)
-	atime := time.Unix(st.Atim.Sec, st.Atim.Nsec)
-	mtime := time.Unix(st.Mtim.Sec, st.Mtim.Nsec)
-	kind := st.Mode & unix.S_IFMT
-	if b.o.Whiteouts && kind == unix.S_IFREG {
+	atime, mtime := st.Atime, st.Mtime
+	kind := st.Type()
+	// Hard links are known by the host's identity of the file, where
+	// the host gives one.
+	linked := kind != host.IFDIR && st.Nlink > 1 && st.HasID
+	if b.o.Whiteouts && kind == host.IFREG {
 		if done, err := b.whiteout(parent, name, e); done || err != nil {
 			return err
 		}
 	}
-	if kind != unix.S_IFDIR && st.Nlink > 1 {
-		key := [2]uint64{uint64(st.Dev), st.Ino}
+	if linked {
+		key := [2]uint64{st.Dev, st.Ino}
 		if first, ok := b.links[key]; ok {
 			return b.f.Link(first, ipath)
 		}
 	}
 	switch kind {
-	case unix.S_IFLNK:
+	case host.IFLNK:
 		e.target = h.target
-	case unix.S_IFCHR, unix.S_IFBLK:
+	case host.IFCHR, host.IFBLK:
 		e.rdev = st.Rdev
 	}
 	n, err := b.create(parent, name, e)
 	if err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
-	if kind != unix.S_IFDIR && st.Nlink > 1 {
-		b.links[[2]uint64{uint64(st.Dev), st.Ino}] = ipath
+	if linked {
+		b.links[[2]uint64{st.Dev, st.Ino}] = ipath
 	}
 	for _, x := range h.xattrs {
-		if err := b.setXattr(n, x.name, x.value); err != nil {
-			return fmt.Errorf("%s: xattr %s: %w", p, x.name, err)
+		if err := b.setXattr(n, x.Name, x.Value); err != nil {
+			return fmt.Errorf("%s: xattr %s: %w", p, x.Name, err)
 		}
 	}
 	switch kind {
-	case unix.S_IFREG:
+	case host.IFREG:
 		if st.Size == 0 {
 			break
 		}
 		var finish func(*inode.Inode)
-		if st.Nlink <= 1 {
+		if !linked {
 			// Nothing changes the inode after its data: its times go
 			// in with its size.
 			finish = func(in *inode.Inode) { b.f.stampBuildTimes(in, atime, mtime, b.o.Time, b.o.ClampTimes) }
@@ -325,12 +327,12 @@ func (b *builder) addHostEntry(parent *node, ipath string, h *hostEntry, parentM
 		if finish != nil {
 			return nil
 		}
-	case unix.S_IFDIR:
+	case host.IFDIR:
 		if err := b.walkDir(n, ipath, p, true); err != nil {
 			return err
 		}
 	}
-	if kind == unix.S_IFDIR || st.Nlink > 1 {
+	if kind == host.IFDIR || linked {
 		// Entries added later change a directory's mtime, links a
 		// file's ctime: their times are set at the end.
 		b.times = append(b.times, pendingTimes{n, atime, mtime})
@@ -388,20 +390,6 @@ func (b *builder) setXattr(n *node, name string, v []byte) error {
 		err = e
 	}
 	return err
-}
-
-func splitNul(b []byte) []string {
-	var out []string
-	start := 0
-	for i, c := range b {
-		if c == 0 {
-			if i > start {
-				out = append(out, string(b[start:i]))
-			}
-			start = i + 1
-		}
-	}
-	return out
 }
 
 // reserveHostFile allocates the blocks of a host file's data ranges and
@@ -891,7 +879,7 @@ func EstimateDir(src string, bs int) (Estimate, error) {
 		return Estimate{}, fmt.Errorf("%s: not a directory", src)
 	}
 	e.inodes.Add(1)
-	if n, _ := unix.Llistxattr(src, nil); n > 64 {
+	if xattrListSize(src) > 64 {
 		e.blocks.Add(1)
 	}
 	e.dir(src)
@@ -955,13 +943,13 @@ func (e *estimator) dir(p string) {
 // entry counts one entry below the root.
 func (e *estimator) entry(p string) {
 	e.inodes.Add(1)
-	var st unix.Stat_t
-	if err := unix.Lstat(p, &st); err != nil {
+	st, err := lstatHost(p)
+	if err != nil {
 		e.fail(err)
 		return
 	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
+	switch st.Type() {
+	case host.IFREG:
 		ranges, err := hostDataRanges(p, st.Size)
 		if err != nil {
 			e.fail(err)
@@ -975,14 +963,14 @@ func (e *estimator) entry(p string) {
 		// Extent tree blocks: a leaf block per 340 extents, generously.
 		blocks += blocks / 32768 / 100
 		e.blocks.Add(blocks)
-	case unix.S_IFLNK:
+	case host.IFLNK:
 		if st.Size >= 60 {
 			e.blocks.Add(1)
 		}
-	case unix.S_IFDIR:
+	case host.IFDIR:
 		e.dir(p)
 	}
-	if n, _ := unix.Llistxattr(p, nil); n > 64 {
+	if xattrListSize(p) > 64 {
 		e.blocks.Add(1) // may not fit the inode
 	}
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package ext4go_test
 
 // Many goroutines change one filesystem at once, each in its own

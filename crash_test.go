@@ -1,3 +1,5 @@
+//go:build linux
+
 package ext4go_test
 
 // Crash simulation without the kernel (issue 10): a recording device logs

@@ -1,3 +1,5 @@
+//go:build linux
+
 package ext4go_test
 
 // Delayed allocation (delalloc.go): layout, reads of delayed data, ENOSPC

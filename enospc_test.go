@@ -1,3 +1,5 @@
+//go:build linux
+
 package ext4go_test
 
 // Running out of space and refusing to write what ext4go must not change:

@@ -1,3 +1,5 @@
+//go:build linux
+
 package ext4go_test
 
 // Fault injection (issue 8): every operation is made to fail at each step

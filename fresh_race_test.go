@@ -1,3 +1,5 @@
+//go:build linux
+
 package ext4go_test
 
 // Same-transaction reuse of freed file data (mballoc.FreeReuseFresh) raced

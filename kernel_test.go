@@ -1,3 +1,5 @@
+//go:build linux
+
 package ext4go_test
 
 import (
@@ -309,7 +311,7 @@ func kernelPopulate(t *testing.T, mp string, cfg kernelConfig) kernelFiles {
 	for i, c := range []struct {
 		name  string
 		perm  os.FileMode
-		uid   int
+		uid   uint32
 		mtime time.Time
 	}{
 		{"ns", 0o644, 1000, time.Unix(1700000000, 123456789)},
@@ -321,7 +323,7 @@ func kernelPopulate(t *testing.T, mp string, cfg kernelConfig) kernelFiles {
 	} {
 		name := p("meta/" + c.name)
 		check(os.WriteFile(name, []byte(c.name), 0o600))
-		check(os.Chown(name, c.uid, 100+i))
+		check(os.Chown(name, int(c.uid), 100+i)) // past 2^31-1: negative on 32-bit, as chown(2) takes it
 		check(os.Chmod(name, c.perm))
 		check(os.Chtimes(name, c.mtime.Add(-time.Hour), c.mtime))
 	}

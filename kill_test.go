@@ -1,3 +1,5 @@
+//go:build linux
+
 package ext4go_test
 
 // Journals ext4go left, read by the kernel (issue 10): a child process

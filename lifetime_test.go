@@ -1,3 +1,5 @@
+//go:build linux
+
 package ext4go_test
 
 // Regression tests for inode lifetime: an operation that found an inode by

@@ -1,3 +1,5 @@
+//go:build linux
+
 package ext4go_test
 
 // Model-based random test of the write path: seeded sequences of thousands
@@ -1018,7 +1020,7 @@ func (v hostView) lstat(p string) (vInfo, error) {
 	if !ok {
 		return vInfo{}, fmt.Errorf("mode %#o", st.Mode)
 	}
-	in := vInfo{kind: k, perm: st.Mode & 0o7777, uid: st.Uid, gid: st.Gid, mtime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec),
+	in := vInfo{kind: k, perm: st.Mode & 0o7777, uid: st.Uid, gid: st.Gid, mtime: time.Unix(st.Mtim.Unix()),
 		nlink: uint64(st.Nlink), ino: st.Ino, size: st.Size, major: unix.Major(st.Rdev), minor: unix.Minor(st.Rdev)}
 	if !v.rdump {
 		m, err := testutil.HostMeta(hp)
@@ -2328,12 +2330,14 @@ func (r *modelRun) opChmod() {
 	}
 }
 
+// randID returns an owner to set: -1 keeps, and ids past 2^31-1 are
+// negative ints on 32-bit systems, as Chown takes them.
 func (r *modelRun) randID() int {
-	ids := []int{-1, 0, 1, 1000, 65534, 65535, 65536, 1 << 31, 1<<32 - 2}
+	ids := []int64{-1, 0, 1, 1000, 65534, 65535, 65536, 1 << 31, 1<<32 - 2}
 	if r.rng.IntN(4) == 0 {
 		return r.rng.IntN(1 << 20)
 	}
-	return ids[r.rng.IntN(len(ids))]
+	return int(ids[r.rng.IntN(len(ids))])
 }
 
 func (r *modelRun) opChown() {
@@ -2351,10 +2355,10 @@ func (r *modelRun) opChown() {
 		err = r.fs.Lchown(p, uid, gid)
 	}
 	if check(err) {
-		if uid >= 0 {
+		if uid != -1 {
 			o.uid = uint32(uid)
 		}
-		if gid >= 0 {
+		if gid != -1 {
 			o.gid = uint32(gid)
 		}
 	}

@@ -815,7 +815,7 @@ func (f *FS) Symlink(target, name string) error {
 }
 
 // Mknod creates a device node, fifo or socket: mode holds the S_IF* type
-// and permission bits as in mknod(2), dev the device number (unix.Mkdev).
+// and permission bits as in mknod(2), dev the device number (Mkdev).
 func (f *FS) Mknod(name string, mode uint32, dev uint64) error {
 	switch mode & 0xF000 {
 	case 0x2000, 0x6000, 0x1000, 0xC000:

@@ -1,3 +1,5 @@
+//go:build linux
+
 package ext4go_test
 
 // Round trips between ext4go and the Linux kernel through loop mounts:

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io/fs"
 	"time"
+
+	"github.com/ext4go/ext4go/internal/devnum"
 )
 
 // Stat is the ext4 view of a file: what FileInfo.Sys returns for files of
@@ -22,7 +24,7 @@ type Stat struct {
 	Dtime      uint32
 	Flags      uint32 // i_flags (the chattr flags and ext4 internals)
 	Generation uint32
-	Rdev       uint64 // device number for device nodes (unix.Mkdev form)
+	Rdev       uint64 // device number for device nodes (Mkdev form: Linux's dev_t)
 	FileACL    uint64 // xattr block, 0 if none
 	ProjectID  uint32
 
@@ -31,8 +33,13 @@ type Stat struct {
 }
 
 // Major and Minor split Rdev as Linux does.
-func (s *Stat) Major() uint32 { return uint32((s.Rdev>>8)&0xfff) | uint32((s.Rdev>>32)&^0xfff) }
-func (s *Stat) Minor() uint32 { return uint32(s.Rdev&0xff) | uint32((s.Rdev>>12)&^0xff) }
+func (s *Stat) Major() uint32 { return devnum.Major(s.Rdev) }
+func (s *Stat) Minor() uint32 { return devnum.Minor(s.Rdev) }
+
+// Mkdev returns the device number of major and minor as the API takes and
+// gives it (Stat.Rdev, Mknod, NewInode.Rdev): Linux's dev_t, which is
+// unix.Mkdev on Linux, on every system.
+func Mkdev(major, minor uint32) uint64 { return devnum.Mkdev(major, minor) }
 
 // fileInfo implements fs.FileInfo and fs.DirEntry.
 type fileInfo struct {

@@ -1,3 +1,5 @@
+//go:build linux
+
 package ext4go_test
 
 // The adversarial stress test (issue 8): many goroutines change one

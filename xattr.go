@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"sort"
-	"syscall"
 
 	"github.com/ext4go/ext4go/internal/dir"
 	"github.com/ext4go/ext4go/internal/fserr"
@@ -139,7 +138,8 @@ func (f *FS) ListXattr(name string) ([]string, error) {
 }
 
 // GetXattr returns the value of the named file's attribute attr (without
-// following a final symlink). A missing attribute is syscall.ENODATA.
+// following a final symlink). A missing attribute is ErrNoXattr
+// (syscall.ENODATA on Linux).
 func (f *FS) GetXattr(name, attr string) ([]byte, error) {
 	n, err := f.resolve("getxattr", name, false)
 	if err != nil {
@@ -151,7 +151,7 @@ func (f *FS) GetXattr(name, attr string) ([]byte, error) {
 	}
 	v, ok := m[attr]
 	if !ok {
-		return nil, &fs.PathError{Op: "getxattr", Path: name, Err: syscall.ENODATA}
+		return nil, &fs.PathError{Op: "getxattr", Path: name, Err: ErrNoXattr}
 	}
 	return v, nil
 }

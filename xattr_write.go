@@ -180,11 +180,11 @@ func (f *FS) changeXattr(h handle, n *node, c xattrChange) error {
 	newBlock := drop(block, false)
 	switch {
 	case c.remove && !found && !aclRemove:
-		return syscall.ENODATA
+		return ErrNoXattr
 	case c.flags&XattrCreate != 0 && found:
 		return syscall.EEXIST
 	case c.flags&XattrReplace != 0 && !found:
-		return syscall.ENODATA
+		return ErrNoXattr
 	}
 	// addedInIbody is a new in-inode entry whose value is in an EA inode:
 	// it takes the inode's reference (a block's are taken with the block).

@@ -1,44 +1,7 @@
-// Package fusefs serves an *ext4go.FS on a directory through FUSE
-// (github.com/hanwen/go-fuse/v2's raw protocol), so that any program can
-// use the image as a mounted filesystem.
-//
-// Node IDs are inode numbers (the root, inode 2, is FUSE's node 1), so
-// hard links are one node, as the kernel's dentry cache expects. Every
-// node the kernel knows holds an O_PATH-like ext4go File (LookupAt) for as
-// long as the kernel's lookup count of it is above zero: an inode unlinked
-// while the kernel still refers to it lives on until FORGET, as the
-// kernel's own ext4 keeps it until the last iput. Requests are served in
-// parallel, each in its own goroutine; the node and handle tables are
-// sharded maps, and everything else is ext4go's own fine-grained locking,
-// so requests on different files do not wait for each other.
-//
-// Durability follows the filesystem: fsync (and fsyncdir) commit the
-// journal and return once the change is durable; Unmount (or the kernel's
-// unmount) ends the serving, after which the caller closes the FS.
-//
-// What the kernel leaves to the server, the server does as the kernel's
-// ext4 would: with default_permissions the kernel checks modes and POSIX
-// ACLs, ext4go inherits default ACLs on create and keeps modes and access
-// ACLs in step; the immutable and append-only flags (chattr, served
-// through FS_IOC_GETFLAGS/SETFLAGS) are enforced by ext4go, since the
-// kernel does not see them; setuid bits and file capabilities are dropped
-// by the server on write, truncate and chown (FUSE_HANDLE_KILLPRIV_V2).
-// With Options.WritebackCache the kernel keeps written pages and file
-// sizes itself and sends large writes later; without it, writes through
-// a write-only open bypass the page cache (FOPEN_DIRECT_IO, one request a
-// write; Options.CachedWriteOnly keeps the cache). With Options.Uring requests
-// come through FUSE-over-io_uring ring entries, one thread an entry
-// pinned to its CPU (uring_linux.go), instead of read and write on
-// /dev/fuse; the same RawFileSystem serves both.
-//
-// A program that serves a mount must not start another program (os/exec)
-// with its working directory or executable on that mount: Go starts
-// programs with vfork, whose parent thread stops until the child has
-// exec'd, a garbage collection that stops the world waits for that
-// thread, and the child's chdir or exec waits for this process to answer
-// on the mount. Start it through a shell that changes directory and execs
-// ("sh -c 'cd DIR && exec PROG'"), or serve from another process
-// (ext4go mount).
+//go:build (linux && (amd64 || arm64 || riscv64 || ppc64 || ppc64le || s390x || loong64 || mips64 || mips64le)) || darwin || freebsd
+
+// The systems above are where go-fuse v2.12.1 builds (see doc.go).
+
 package fusefs
 
 import (
@@ -59,7 +22,6 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
 
 	"github.com/ext4go/ext4go"
 )
@@ -202,7 +164,7 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		// change of a file's data (removePrivs) and on chown, so the
 		// kernel need not ask for security.capability before every
 		// write.
-		mo.ExtraCapabilities |= fuse.CAP_HANDLE_KILLPRIV_V2
+		mo.ExtraCapabilities |= capHandleKillprivV2
 		if o.WritebackCache {
 			mo.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
 		}
@@ -240,7 +202,7 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		// then unmount, lazily if something still holds the mount.
 		abortErr := abortConnection(raw.uringDir)
 		if srv.Unmount() != nil {
-			unix.Unmount(raw.uringDir, unix.MNT_DETACH)
+			detachMount(raw.uringDir)
 		}
 		// Only an aborted connection is sure to end the threads'
 		// commands; without fusectl the threads are left, and a
@@ -285,19 +247,6 @@ func (s *Server) UringRequests() int64 {
 		return 0
 	}
 	return s.uring.requests()
-}
-
-// setReadahead sets the readahead of the FUSE mount on dir to ra bytes.
-// Its requests are still at most MaxWrite long: 1 MiB of readahead is one
-// READ of 1 MiB instead of eight of 128 KiB (sequential 1 MiB reads 30%
-// faster here).
-func setReadahead(dir string, ra int) error {
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return err
-	}
-	path := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
-	return os.WriteFile(path, []byte(strconv.Itoa((ra+1023)/1024)), 0)
 }
 
 // Wait serves until the filesystem is unmounted and the server has let
@@ -380,7 +329,7 @@ func status(err error) fuse.Status {
 	case errors.Is(err, ext4go.ErrChecksum):
 		return fuse.Status(syscall.EBADMSG) // kernel: EFSBADCRC
 	case errors.As(err, &ce), errors.Is(err, ext4go.ErrCorrupt):
-		return fuse.Status(syscall.EUCLEAN) // kernel: EFSCORRUPTED
+		return fuse.Status(errCorrupted) // kernel: EFSCORRUPTED
 	case errors.Is(err, fs.ErrExist):
 		return fuse.Status(syscall.EEXIST)
 	case errors.Is(err, fs.ErrNotExist):

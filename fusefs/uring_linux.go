@@ -1,3 +1,5 @@
+//go:build amd64 || arm64 || riscv64 || ppc64 || ppc64le || s390x || loong64 || mips64 || mips64le
+
 package fusefs
 
 // FUSE over io_uring (Linux 6.14+, module parameter fuse.enable_uring):

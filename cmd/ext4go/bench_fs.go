@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ext4go/ext4go"
 	"github.com/ext4go/ext4go/internal/lockstat"
 	"github.com/ext4go/ext4go/internal/mkfs"
@@ -63,7 +61,7 @@ func (o ourFile) close() error                 { return o.f.Close() }
 
 type osFile struct{ f *os.File }
 
-func (o osFile) fallocate(off, n int64) error { return unix.Fallocate(int(o.f.Fd()), 0, off, n) }
+func (o osFile) fallocate(off, n int64) error { return hostFallocate(o.f, off, n) }
 func (o osFile) truncate() error              { return o.f.Truncate(0) }
 func (o osFile) close() error                 { return o.f.Close() }
 
@@ -450,10 +448,4 @@ func readAll(fsys fs.FS, par int) (int, int64, error) {
 		return 0, 0, *ep
 	}
 	return len(names), bytes.Load(), nil
-}
-
-// dropCaches writes back dirty pages and drops the page cache (root only).
-func dropCaches() error {
-	unix.Sync()
-	return os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0)
 }

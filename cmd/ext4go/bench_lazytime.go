@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ext4go/ext4go"
 	"github.com/ext4go/ext4go/internal/benchknob"
 	"github.com/ext4go/ext4go/internal/mkfs"
@@ -232,13 +230,4 @@ func runLazytimeBench(cfg string, p int, size int64, writes int, dur, wait time.
 		f.Close()
 	}
 	return res, fsys.Close()
-}
-
-// cpuTime is the CPU time the process has used so far.
-func cpuTime() time.Duration {
-	var ru unix.Rusage
-	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

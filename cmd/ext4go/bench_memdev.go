@@ -8,8 +8,6 @@ import (
 	"sync"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ext4go/ext4go"
 	"github.com/ext4go/ext4go/internal/mkfs"
 )
@@ -100,26 +98,8 @@ func (d *memDevice) Sync() error { return nil }
 func (d *memDevice) Close() error { return nil }
 
 func (d *memDevice) free() {
-	unix.Munmap(d.b)
+	freeMemory(d.b)
 	d.b = nil
-}
-
-// anonMemory is n bytes of memory outside Go's heap (an image of a few
-// GiB in the heap sat above the bench's memory limit, collectLess, and
-// kept the collector running), in huge pages where the host gives them,
-// every page written once: a page's first write costs this machine about
-// 11 µs (a copy into fresh memory ran at 0.4 GB/s, into written memory at
-// 16 GB/s), which the bench would otherwise time as ext4go's.
-func anonMemory(n int64) ([]byte, error) {
-	b, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		return nil, fmt.Errorf("memory for a %d-byte image: %w", n, err)
-	}
-	unix.Madvise(b, unix.MADV_HUGEPAGE) // a hint; without it only slower
-	for i := 0; i < len(b); i += os.Getpagesize() {
-		b[i] = 0
-	}
-	return b, nil
 }
 
 // newMemTarget makes a fresh filesystem of size bytes with ext4go's mkfs
@@ -146,7 +126,7 @@ func newMemTarget(size int64, keep string) (*libTarget, error) {
 		return nil, err
 	}
 	if _, err := io.ReadFull(io.NewSectionReader(f, 0, size), b); err != nil {
-		unix.Munmap(b)
+		freeMemory(b)
 		return nil, err
 	}
 	mem := newMemDevice(b)

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ext4go/ext4go"
 )
 
@@ -324,13 +322,11 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%d KiB", n>>10)
 }
 
+// isTerminal reports whether w is a terminal (terminal_*.go), for the
+// progress bar.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+	return ok && fileIsTerminal(f)
 }
 
 // progressBar draws one updating line on a terminal.

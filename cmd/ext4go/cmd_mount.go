@@ -1,3 +1,5 @@
+//go:build (linux && (amd64 || arm64 || riscv64 || ppc64 || ppc64le || s390x || loong64 || mips64 || mips64le)) || darwin || freebsd
+
 package main
 
 import (
@@ -15,15 +17,11 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ext4go/ext4go"
 	"github.com/ext4go/ext4go/fusefs"
 )
-
-func init() {
-	register(&command{name: "mount", usage: "[-f] [-o OPTIONS] IMAGE DIR",
-		summary: "mount the image on DIR through FUSE (journalled, many requests at once)", run: runMount})
-	examples["mount"] = []string{"ext4go mount disk.img /mnt/disk", "ext4go mount -o ro,allow_other disk.img /mnt/disk", "ext4go umount /mnt/disk   # or fusermount3 -u, which returns before the image is closed"}
-}
 
 // mountConfig is a parsed -o list.
 type mountConfig struct {
@@ -148,21 +146,9 @@ func parseMountOptions(list []string) (*mountConfig, error) {
 // (a line "ok") or why it is not, through the pipe named here.
 const mountReadyEnv = "EXT4GO_MOUNT_READY_FD"
 
-func runMount(e *env, args []string) error {
-	s := newFlags(commands["mount"], e)
-	fg := s.Bool("f", false, "stay in the foreground (else the command returns once the mount is live, leaving a daemon)")
-	var olist []string
-	s.add("o", "OPTIONS", "comma-separated mount options: ro, rw, allow_other, default_permissions, uid=N, gid=N (owner of new files), "+
-		"noatime, relatime (default), strictatime, lazytime, nolazytime (default), delalloc (default), nodelalloc, commit=SECONDS, fsname=NAME, writeback_cache, no_readdirplus, max_readahead=BYTES, cached_write_only, uring, uring_idle, debug, "+
-		"suid, dev, exec (and their no- forms)", "",
-		func(v string) error { olist = append(olist, strings.Split(v, ",")...); return nil })
-	if err := s.Parse(args); err != nil {
-		return err
-	}
-	if s.NArg() != 2 {
-		return usagef("want IMAGE DIR")
-	}
-	image, dir := s.Arg(0), s.Arg(1)
+// mount serves the image on dir: runMount parsed the command line (args,
+// which a daemon gets again), fg and olist.
+func mount(e *env, args []string, image, dir string, fg bool, olist []string) error {
 	cfg, err := parseMountOptions(olist)
 	if err != nil {
 		return err
@@ -181,7 +167,7 @@ func runMount(e *env, args []string) error {
 	} else if !fi.IsDir() {
 		return fmt.Errorf("%s: not a directory", dir)
 	}
-	if !*fg {
+	if !fg {
 		return startMountDaemon(e, args)
 	}
 	var ready *os.File
@@ -192,8 +178,8 @@ func runMount(e *env, args []string) error {
 	}
 	quiet := func() {
 		if devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
-			syscall.Dup2(int(devnull.Fd()), 1)
-			syscall.Dup2(int(devnull.Fd()), 2)
+			unix.Dup2(int(devnull.Fd()), 1)
+			unix.Dup2(int(devnull.Fd()), 2)
 			devnull.Close()
 		}
 	}

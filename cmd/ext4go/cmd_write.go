@@ -1125,7 +1125,8 @@ func (sp ownerSpec) resolve(fsys *ext4go.FS) (uid, gid int, err error) {
 			if pw == nil || len(pw) < 4 || !isNumber(pw[3]) {
 				return 0, 0, fmt.Errorf("invalid spec '%s:': user %s has no entry in the image's /etc/passwd to take a login group from", sp.user, sp.user)
 			}
-			gid, _ = strconv.Atoi(pw[3])
+			g, _ := strconv.ParseUint(pw[3], 10, 32)
+			gid = int(g) // past 2^31-1: a negative int on 32-bit systems, as Chown takes it
 		}
 	}
 	if sp.group != "" {
@@ -1144,14 +1145,14 @@ func lookupID(fsys *ext4go.FS, db, s, what string) (int, []string, error) {
 		if err != nil || n == math.MaxUint32 {
 			return 0, nil, fmt.Errorf("invalid %s: '%s'", what, s)
 		}
-		return int(n), nil, nil
+		return int(n), nil, nil // past 2^31-1: a negative int on 32-bit systems, as Chown takes it
 	}
 	ent, err := findEntry(fsys, db, 0, s)
 	if err != nil || ent == nil || len(ent) < 3 || !isNumber(ent[2]) {
 		return 0, nil, fmt.Errorf("invalid %s: '%s' (not a number, nor a name in the image's /%s)", what, s, db)
 	}
-	n, _ := strconv.Atoi(ent[2])
-	return n, ent, nil
+	n, _ := strconv.ParseUint(ent[2], 10, 32)
+	return int(n), ent, nil // past 2^31-1: a negative int on 32-bit systems, as Chown takes it
 }
 
 // findEntry returns the first line of the image's colon-separated file db
@@ -1616,7 +1617,7 @@ func xattrTarget(fsys *ext4go.FS, p string, noDeref bool) (string, error) {
 }
 
 func xattrErrText(err error) string {
-	if errors.Is(err, syscall.ENODATA) {
+	if errors.Is(err, ext4go.ErrNoXattr) {
 		return "no such attribute"
 	}
 	return errText(err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/internal/dev"
 )
 
 // countFlag is a flag that counts its uses (-F, -F -F).
@@ -72,6 +73,13 @@ func hasPartitions(table []byte) bool {
 // forced twice), one that holds a filesystem or partition table (unless
 // forced), a missing file with no size.
 func checkMkfsTarget(image string, force int, sized bool) (exists bool, err error) {
+	if dev.IsDevicePath(image) {
+		// A Windows disk or volume, which stat does not describe.
+		if what := existingContent(image); what != "" && force < 1 {
+			return true, fmt.Errorf("%s contains %s; use -F to overwrite it", image, what)
+		}
+		return true, nil
+	}
 	st, err := os.Stat(image)
 	if os.IsNotExist(err) {
 		if !sized {

@@ -3,9 +3,15 @@
 // caching and block arithmetic belong to the filesystem.
 //
 // Opening for writing takes an exclusive claim so two writers never share an
-// image: an advisory flock on image files (released on Close), O_EXCL on
-// block devices (which the kernel refuses while the device is mounted).
-// A Device is safe for concurrent use: ReadAt and WriteAt are pread/pwrite.
+// image: a lock on image files (released on Close: flock on Linux, macOS
+// and FreeBSD, LockFileEx on Windows, none on WASI, which has no locks;
+// lock_*.go), O_EXCL on Linux block devices (which the kernel refuses
+// while the device is mounted). A Device is safe for concurrent use:
+// ReadAt and WriteAt are pread/pwrite.
+//
+// What differs between systems lives in small files per system and
+// concern: device_*.go (what a device is, its size), lock_*.go,
+// sync_*.go (writeback hints), writev_*.go, inuse_*.go.
 package dev
 
 import (
@@ -13,8 +19,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	"golang.org/x/sys/unix"
 )
 
 // ErrBusy reports that another program holds the image open for writing.
@@ -45,54 +49,60 @@ type File struct {
 
 // Open opens path for reading, or for reading and writing when writable.
 func Open(path string, writable bool) (*File, error) {
+	size, isDevice, err := statDevice(path)
+	if err != nil {
+		return nil, err
+	}
+	if isDevice {
+		return openDevice(path, writable)
+	}
 	flag := os.O_RDONLY
 	if writable {
 		flag = os.O_RDWR
 	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	isBlock := fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0
-	if isBlock && writable {
-		flag |= unix.O_EXCL
-	}
 	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
-		if isBlock && writable && errors.Is(err, unix.EBUSY) {
-			return nil, fmt.Errorf("%s: %w (mounted or opened exclusively)", path, ErrBusy)
-		}
 		return nil, err
 	}
-	d := &File{f: f, writable: writable, block: isBlock}
-	switch {
-	case isBlock:
-		n, err := unix.IoctlGetUint64(int(f.Fd()), unix.BLKGETSIZE64)
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("%s: size of block device: %w", path, err)
-		}
-		d.size = int64(n)
-	case fi.Mode().IsRegular():
-		d.size = fi.Size()
-	default:
+	if err := LockImage(f, writable); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%s: not a regular file or block device", path)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if !isBlock {
-		how := unix.LOCK_SH
-		if writable {
-			how = unix.LOCK_EX
-		}
-		if err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB); err != nil {
-			f.Close()
-			if errors.Is(err, unix.EWOULDBLOCK) {
-				return nil, fmt.Errorf("%s: %w", path, ErrBusy)
-			}
-			return nil, fmt.Errorf("%s: lock: %w", path, err)
-		}
+	return &File{f: f, size: size, writable: writable}, nil
+}
+
+// openDevice opens the block device at path and reads its size.
+func openDevice(path string, writable bool) (*File, error) {
+	f, err := openDeviceFile(path, writable)
+	if err != nil {
+		return nil, err
 	}
-	return d, nil
+	n, err := deviceSize(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: size of block device: %w", path, err)
+	}
+	return &File{f: f, size: n, writable: writable, block: true}, nil
+}
+
+// statDevice says what path is: a regular file (of size bytes) or a
+// device, or an error for anything else. (A device's size is read once it
+// is open: deviceSize.)
+func statDevice(path string) (size int64, isDevice bool, err error) {
+	if IsDevicePath(path) {
+		return 0, true, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, false, err
+	}
+	switch {
+	case isDeviceMode(fi.Mode()):
+		return 0, true, nil
+	case fi.Mode().IsRegular():
+		return fi.Size(), false, nil
+	}
+	return 0, false, fmt.Errorf("%s: not a regular file or block device", path)
 }
 
 func (d *File) ReadAt(p []byte, off int64) (int, error) { return d.f.ReadAt(p, off) }
@@ -105,77 +115,53 @@ func (d *File) WriteAt(p []byte, off int64) (int, error) {
 }
 
 // WriteVAt writes bufs one after another from off: one pwritev for many
-// small pieces that lie end to end on the device (it loops over short
-// writes).
+// small pieces that lie end to end on the device where the system has it
+// (writev_*.go), a pwrite each elsewhere. It loops over short writes.
 func (d *File) WriteVAt(bufs [][]byte, off int64) (int, error) {
 	if !d.writable {
 		return 0, fmt.Errorf("%s: opened read-only", d.f.Name())
 	}
-	fd := int(d.f.Fd())
-	total := 0
-	for len(bufs) > 0 {
-		if len(bufs[0]) == 0 {
-			bufs = bufs[1:]
-			continue
-		}
-		n, err := unix.Pwritev(fd, bufs[:min(len(bufs), MaxIovecs)], off)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return total, &os.PathError{Op: "pwritev", Path: d.f.Name(), Err: err}
-		}
-		if n == 0 {
-			return total, io.ErrShortWrite
-		}
-		total += n
-		off += int64(n)
-		for n > 0 {
-			k := min(n, len(bufs[0]))
-			bufs[0] = bufs[0][k:]
-			n -= k
-			if len(bufs[0]) == 0 {
-				bufs = bufs[1:]
-			}
-		}
-	}
-	return total, nil
+	return writeVAt(d.f, bufs, off)
 }
 
-// MaxIovecs is the most pieces one pwritev takes (IOV_MAX).
+// MaxIovecs is the most pieces one pwritev takes (IOV_MAX on Linux, macOS
+// and FreeBSD).
 const MaxIovecs = 1024
 
 // StartWriteback asks the kernel to start writing the dirty pages of an
 // image file to its disk, without waiting (sync_file_range
-// SYNC_FILE_RANGE_WRITE). A build calls it as it goes, so the disk works
-// while the CPU does, and the final fsync finds little left to write.
+// SYNC_FILE_RANGE_WRITE on Linux; elsewhere nothing, as it is only a
+// hint: sync_*.go). A build calls it as it goes, so the disk works while
+// the CPU does, and the final fsync finds little left to write.
 func (d *File) StartWriteback() error {
 	if d.block || !d.writable {
 		return nil // a block device's writeback is the kernel's business
 	}
-	return unix.SyncFileRange(int(d.f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+	return startWriteback(d.f)
 }
 
 // SyncData waits until what was written to the image is durable, the
-// disk's own cache flushed too (fdatasync). A build calls it as it goes,
-// from a worker, so that the final fsync has little left to wait for.
+// disk's own cache flushed too (fdatasync on Linux, fsync elsewhere). A
+// build calls it as it goes, from a worker, so that the final fsync has
+// little left to wait for.
 func (d *File) SyncData() error {
 	if !d.writable {
 		return nil
 	}
-	return unix.Fdatasync(int(d.f.Fd()))
+	return syncData(d.f)
 }
 
 func (d *File) Size() int64 { return d.size }
 func (d *File) Sync() error { return d.f.Sync() }
 
-// Close releases the image. The flock is dropped explicitly first: a child
+// Close releases the image. The lock is dropped explicitly first: a child
 // process forked meanwhile (by any goroutine of the program) shares the
-// open file description until it execs, and close(2) alone would leave the
-// lock held through that copy, making an immediate reopen fail with ErrBusy.
+// open file description until it execs, and close(2) alone would leave a
+// flock held through that copy, making an immediate reopen fail with
+// ErrBusy.
 func (d *File) Close() error {
 	if !d.block {
-		unix.Flock(int(d.f.Fd()), unix.LOCK_UN)
+		UnlockImage(d.f)
 	}
 	return d.f.Close()
 }

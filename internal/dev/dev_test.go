@@ -1,16 +1,19 @@
+//go:build linux || darwin || freebsd
+
 package dev
 
 import (
 	"errors"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestCloseReleasesLockDespiteCopies: a child process forked while the
 // image is open holds a copy of its file descriptor until it execs, and
-// close(2) alone then leaves the flock in place; Close must release it
+// close(2) alone then leaves the flock in place (lock_unix.go); Close must release it
 // explicitly so that the image can be opened again at once.
 func TestCloseReleasesLockDespiteCopies(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "img")
@@ -22,11 +25,11 @@ func TestCloseReleasesLockDespiteCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The copy a concurrently forked child would hold.
-	dup, err := syscall.Dup(int(d.f.Fd()))
+	dup, err := unix.Dup(int(d.f.Fd()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer syscall.Close(dup)
+	defer unix.Close(dup)
 	if _, err := Open(path, false); !errors.Is(err, ErrBusy) {
 		t.Fatalf("second open while a writer holds the image: %v, want ErrBusy", err)
 	}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package dir
 
 // The editor against the real oracles: directories it writes into ext4

@@ -31,6 +31,7 @@ package extent
 
 import (
 	"encoding/binary"
+	"unsafe"
 
 	"github.com/ext4go/ext4go/internal/csum"
 	"github.com/ext4go/ext4go/internal/fserr"
@@ -147,15 +148,28 @@ func DecodeNode(b []byte) (*Node, error) {
 	return n, nil
 }
 
-// growLines is slices.Grow to a multiple of 8 entries, with one to spare
-// for an insert. Eight of either kind are 192 bytes, so the array fills
-// whole cache lines: a pooled node's arrays are written by every edit,
-// and one of a size between lines shared a line with another goroutine's.
+// growLines is slices.Grow to a multiple of lineStep entries, with one to
+// spare for an insert, so the array fills whole cache lines: a pooled
+// node's arrays are written by every edit, and one of a size between
+// lines shared a line with another goroutine's.
 func growLines[T any](s []T, n int) []T {
 	if cap(s)-len(s) >= n {
 		return s
 	}
-	return append(make([]T, 0, (len(s)+n+8)&^7), s...)
+	step := lineStep(unsafe.Sizeof(*new(T)))
+	return append(make([]T, 0, (len(s)+n+step)/step*step), s...)
+}
+
+// lineStep is the number of entries of size bytes that fill whole 64-byte
+// lines, at least 8: 8 extents (24 bytes) or indexes (16) on 64-bit
+// systems; on 32-bit ones, where a uint64 is aligned to 4 bytes, extents
+// are 20 bytes and indexes 12, and it takes 16.
+func lineStep(size uintptr) int {
+	a, b := uintptr(64), size
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return max(8, int(64/a))
 }
 
 // decodeNodeInto is DecodeNode into n, reusing the capacity of its entry

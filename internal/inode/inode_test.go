@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/ext4go/ext4go/internal/fserr"
@@ -486,4 +489,14 @@ func TestEncodeTimes(t *testing.T) {
 	if err := (&Inode{}).EncodeTimes(make([]byte, 100)); err == nil {
 		t.Error("EncodeTimes into 100 bytes: no error")
 	}
+}
+
+var imapRE = regexp.MustCompile(`located at block (\d+), offset 0x([0-9a-f]+)`)
+
+func num(s string) uint64 {
+	v, err := strconv.ParseUint(s, 0, 64)
+	if err != nil {
+		panic(fmt.Sprintf("number %q: %v", s, err))
+	}
+	return v
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ext4go/ext4go/internal/dev"
 )
 
@@ -89,6 +87,14 @@ func makeImage(p *plan, zeroed bool) (*image, error) {
 // which keeps the result sparse. It takes the same exclusive claim as
 // dev.Open: an advisory lock on files, O_EXCL on block devices.
 func Format(path string, o Options) (err error) {
+	if dev.IsDevicePath(path) {
+		d, err := dev.Open(path, true)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		return Mkfs(d, o)
+	}
 	fi, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) && o.Size > 0 {
 		// Validate first so that bad options leave no file behind.
@@ -123,19 +129,19 @@ func Format(path string, o Options) (err error) {
 		return err
 	}
 	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return fmt.Errorf("%s: %w", path, dev.ErrBusy)
-		}
-		return fmt.Errorf("%s: lock: %w", path, err)
+	if err := dev.LockImage(f, true); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	return Mkfs(&imageFile{f: f, size: fi.Size()}, o)
+	return Mkfs(&imageFile{f: f, size: fi.Size(), zeroFrom: fi.Size()}, o)
 }
 
 // imageFile is a regular image file as a Device that can grow and punch.
 type imageFile struct {
 	f    *os.File
 	size int64
+	// zeroFrom is the size the file had when opened: what lies past it
+	// was added by growing the file and reads back as zeros already.
+	zeroFrom int64
 }
 
 func (d *imageFile) ReadAt(p []byte, off int64) (int, error)  { return d.f.ReadAt(p, off) }
@@ -152,12 +158,14 @@ func (d *imageFile) Truncate(size int64) error {
 	return nil
 }
 
-// ZeroRange punches a hole, keeping the file size; filesystems without
-// hole punching report errors.ErrUnsupported.
+// ZeroRange punches a hole, keeping the file size (punch_*.go); what
+// lies past the size the file was opened with reads back as zeros and is
+// left alone. Systems and filesystems without hole punching report
+// errors.ErrUnsupported.
 func (d *imageFile) ZeroRange(off, n int64) error {
-	err := unix.Fallocate(int(d.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
-	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
-		return errors.ErrUnsupported
+	n = min(n, d.zeroFrom-off)
+	if n <= 0 {
+		return nil
 	}
-	return err
+	return punchHole(d.f, off, n)
 }

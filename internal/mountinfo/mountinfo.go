@@ -1,35 +1,31 @@
 // Package mountinfo reads the kernel's table of mounts,
 // /proc/self/mountinfo (Documentation/filesystems/proc.rst, 3.5): which
-// device is mounted where and how. Parse is pure; Read reads the file.
+// device is mounted where and how. Parse is pure and builds everywhere;
+// Read reads the file, on Linux only (read_linux.go).
 package mountinfo
 
 import (
 	"bufio"
+	"errors"
 	"io"
-	"os"
+	"runtime"
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/ext4go/ext4go/internal/devnum"
 )
+
+// ErrNoMountinfo is Read's error where the kernel keeps no
+// /proc/self/mountinfo (every system but Linux).
+var ErrNoMountinfo = errors.New("the mount table /proc/self/mountinfo is Linux's; not available on " + runtime.GOOS)
 
 // Mount is one line of the table.
 type Mount struct {
-	Dev      uint64 // the mounted device number (unix.Mkdev)
+	Dev      uint64 // the mounted device number (Linux's dev_t, devnum.Mkdev)
 	Point    string // mount point, unescaped
 	ReadOnly bool   // mounted ro
 	FSType   string
 	Source   string // e.g. /dev/loop3
-}
-
-// Read returns the mounts of this process's namespace.
-func Read() ([]Mount, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return Parse(f)
 }
 
 // Parse reads a mountinfo table; malformed lines are skipped.
@@ -49,7 +45,7 @@ func Parse(r io.Reader) ([]Mount, error) {
 		if !ok || err1 != nil || err2 != nil {
 			continue
 		}
-		m := Mount{Dev: unix.Mkdev(uint32(a), uint32(b)), Point: Unescape(f[4])}
+		m := Mount{Dev: devnum.Mkdev(uint32(a), uint32(b)), Point: Unescape(f[4])}
 		for _, o := range strings.Split(f[5], ",") {
 			m.ReadOnly = m.ReadOnly || o == "ro"
 		}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/ext4go/ext4go/internal/devnum"
 )
 
 func TestParse(t *testing.T) {
@@ -18,8 +18,8 @@ garbage
 		t.Fatalf("Parse: %+v, %v", ms, err)
 	}
 	want := []Mount{
-		{Dev: unix.Mkdev(98, 0), Point: "/mnt/a b", FSType: "ext3", Source: "/dev/root"},
-		{Dev: unix.Mkdev(7, 3), Point: "/x", ReadOnly: true, FSType: "ext4", Source: "/dev/loop3"},
+		{Dev: devnum.Mkdev(98, 0), Point: "/mnt/a b", FSType: "ext3", Source: "/dev/root"},
+		{Dev: devnum.Mkdev(7, 3), Point: "/x", ReadOnly: true, FSType: "ext4", Source: "/dev/loop3"},
 	}
 	for i := range want {
 		if ms[i] != want[i] {

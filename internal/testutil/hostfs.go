@@ -1,3 +1,5 @@
+//go:build linux
+
 package testutil
 
 import (
@@ -107,8 +109,8 @@ func statMeta(fi fs.FileInfo) (Meta, bool) {
 		Gid:   st.Gid,
 		Major: unix.Major(st.Rdev),
 		Minor: unix.Minor(st.Rdev),
-		Mtime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec),
-		Atime: time.Unix(st.Atim.Sec, st.Atim.Nsec),
+		Mtime: time.Unix(st.Mtim.Unix()),
+		Atime: time.Unix(st.Atim.Unix()),
 	}, true
 }
 

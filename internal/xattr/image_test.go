@@ -1,3 +1,5 @@
+//go:build linux
+
 package xattr
 
 // Checks against xattrs stored by mke2fs -d (from a host tree set up with
@@ -447,8 +449,6 @@ func TestImageKernelXattrs(t *testing.T) {
 	}
 	t.Logf("in inode %d, in block %d, EA inode %d", len(d.ibody), len(d.blockEs), ea.ValueInum)
 }
-
-type realSeed struct{ ibody, block []byte }
 
 var (
 	realSeedOnce sync.Once

@@ -387,3 +387,7 @@ func FuzzACL(f *testing.F) {
 		}
 	})
 }
+
+// realSeed is an in-inode area and an xattr block of a real image
+// (realSeeds).
+type realSeed struct{ ibody, block []byte }

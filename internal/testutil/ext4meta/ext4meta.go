@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package ext4meta gives testutil's comparisons the metadata of an
 // ext4go FileInfo. It is apart from testutil so that testutil does not
 // import ext4go (tests inside package ext4go may use testutil).

@@ -1,3 +1,5 @@
+//go:build linux || darwin || freebsd
+
 package main
 
 import (
@@ -7,19 +9,14 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"strconv"
 	"strings"
 	"sync"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/internal/host"
 )
-
-func init() {
-	register(&command{name: "get", usage: "[-nqf] [--force] IMAGE PATH DEST", summary: "copy PATH out of the image to DEST recursively, keeping mode, owner, times, links and xattrs", run: runGet})
-}
 
 // copyOut copies a tree out of an image into a host directory. It creates
 // everything relative to open directory descriptors with the *at system
@@ -32,6 +29,11 @@ func init() {
 // on the host (kernel time), so the two overlap on two CPUs. The writer
 // is one goroutine, making files in the order the walk gives them: more
 // would meet on the host directory's lock.
+//
+// What differs between Linux, macOS and FreeBSD (naming an entry of an
+// open directory by path, mknodat, futimens, the umask) lives in
+// get_linux.go, get_bsd.go, get_darwin.go, get_freebsd.go; Windows and
+// WASI copy by path (get_other.go).
 type copyOut struct {
 	fsys      *ext4go.FS
 	stderr    io.Writer
@@ -51,6 +53,10 @@ type copyOut struct {
 	// bits less umask, our uid, and our gid (or a set-gid directory's).
 	umask    uint32
 	uid, gid uint32
+
+	// dirs maps the open directory descriptors to their paths, where the
+	// system cannot name a descriptor's directory (get_bsd.go).
+	dirs sync.Map
 
 	mu     sync.Mutex // the fields below, and writes to stderr (the writer reports too)
 	warned map[string]bool
@@ -78,25 +84,8 @@ type smallFile struct {
 	done      *sync.WaitGroup // of the directory's entries
 }
 
-// hostMeta is what setMeta sets, as read from the image.
-type hostMeta struct {
-	uid, gid     uint32
-	perm         uint32
-	xattrs       []imageXattr
-	atime, mtime unix.Timespec
-}
-
-type imageXattr struct {
-	name  string
-	value []byte
-}
-
 func runGet(e *env, args []string) error {
-	fsys, o, err := openRead(e, "get", []optDef{
-		{short: 'n', help: "do not set owners (uid/gid) on the copies"},
-		{short: 'q', help: "do not warn about metadata the host refuses (xattrs, owners)"},
-		{short: 'f', help: "replace existing host files (as cp -f); without it an existing file is an error"},
-	}, args, 3, 3)
+	fsys, o, err := openRead(e, "get", getOptions, args, 3, 3)
 	if err != nil {
 		return err
 	}
@@ -125,6 +114,8 @@ func runGet(e *env, args []string) error {
 	co := &copyOut{fsys: fsys, stderr: e.stderr, noOwner: o.has("n"), quiet: o.has("q"),
 		links: map[uint32]string{}, warned: map[string]bool{}, isRoot: os.Geteuid() == 0,
 		buf: make([]byte, 1<<20), destLabel: dest, overwrite: o.has("f")}
+	co.dirOpened(pfd, parentDir)
+	defer co.dirClosed(pfd)
 	co.umask = processUmask()
 	co.uid, co.gid = uint32(os.Geteuid()), uint32(os.Getegid())
 	co.startWriter()
@@ -136,50 +127,6 @@ func runGet(e *env, args []string) error {
 		return fmt.Errorf("%d entries could not be copied", co.errs)
 	}
 	return nil
-}
-
-// processUmask returns the umask, as /proc/self/status shows it: setting
-// it to read it (umask(2) has no other way) would change it for a moment
-// for every goroutine of the process.
-func processUmask() uint32 {
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "Umask:"); ok {
-				if m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
-					return uint32(m)
-				}
-			}
-		}
-	}
-	m := unix.Umask(0) // an old kernel: the brief change it is
-	unix.Umask(m)
-	return uint32(m)
-}
-
-// openTop opens the image's path src without following a final symbolic
-// link: for reading if it is a directory or a regular file.
-func openTop(fsys *ext4go.FS, src string) (*ext4go.File, error) {
-	if _, err := fsys.Lstat(src); err != nil {
-		return nil, err
-	}
-	dir, err := fsys.Open(path.Dir(src))
-	if err != nil {
-		return nil, err
-	}
-	defer dir.Close()
-	d := dir.(*ext4go.File)
-	if src == "." {
-		return d.Reopen(os.O_RDONLY)
-	}
-	f, err := d.LookupAt(path.Base(src))
-	if err != nil {
-		return nil, err
-	}
-	if fi, err := f.Stat(); err == nil && (fi.IsDir() || fi.Mode().IsRegular()) {
-		defer f.Close()
-		return f.Reopen(os.O_RDONLY)
-	}
-	return f, nil
 }
 
 func (co *copyOut) startWriter() {
@@ -263,7 +210,7 @@ func (co *copyOut) copy(dirfd int, name, src string, f *ext4go.File, pending *sy
 			err = unix.Symlinkat(target, dirfd, name)
 		}
 	default:
-		err = unix.Mknodat(dirfd, name, uint32(st.Mode), int(st.Rdev))
+		err = mknodAt(co, dirfd, name, uint32(st.Mode), host.HostDev(st.Rdev))
 	}
 	if err != nil {
 		return co.createError(dirfd, name, src, err)
@@ -275,7 +222,7 @@ func (co *copyOut) copy(dirfd int, name, src string, f *ext4go.File, pending *sy
 		}
 	}
 	if st.Nlink > 1 {
-		co.links[st.Ino] = fdPath(dirfd, name)
+		co.links[st.Ino] = co.entryPath(dirfd, name)
 	}
 	return nil
 }
@@ -321,7 +268,7 @@ func (co *copyOut) queueSmall(dirfd int, dirGID uint32, name, src string, f *ext
 		at += r.Len
 	}
 	*bp = data
-	meta, err := co.readMeta(f, st, 0)
+	meta, err := readImageMeta(f, st)
 	if err != nil {
 		co.buffers.Put(bp)
 		return err
@@ -384,16 +331,6 @@ func (co *copyOut) writeSmall(sf *smallFile) error {
 	return nil
 }
 
-// fdPath names an entry of an open directory in a way linkat can use later
-// without walking a path the image controls.
-func fdPath(dirfd int, name string) string {
-	p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", dirfd))
-	if err != nil {
-		return ""
-	}
-	return p + "/" + name
-}
-
 func (co *copyOut) hardlink(dirfd int, name, first string) error {
 	if first == "" {
 		return errors.New("cannot find the first copy of a hard link")
@@ -426,6 +363,8 @@ func (co *copyOut) copyDir(parentfd int, name, src string, d *ext4go.File, st *e
 		return fmt.Errorf("%s: %w (exists and is not a directory?)", name, err)
 	}
 	defer unix.Close(fd)
+	co.dirOpened(fd, co.dirPath(parentfd)+"/"+name)
+	defer co.dirClosed(fd)
 	var dst unix.Stat_t
 	if err := unix.Fstat(fd, &dst); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
@@ -532,31 +471,11 @@ func pwriteFull(fd int, p []byte, off int64) error {
 // ctime but not mtime. fd is an open descriptor of the entry, or -1
 // (symlinks, devices, fifos), when the calls go by name in dirfd.
 func (co *copyOut) setMeta(dirfd int, name string, fd int, src string, f *ext4go.File, st *ext4go.Stat, mode fs.FileMode) error {
-	m, err := co.readMeta(f, st, mode)
+	m, err := readImageMeta(f, st)
 	if err != nil {
 		return err
 	}
 	return co.applyMeta(dirfd, name, fd, src, m, mode, !co.noOwner, mode&fs.ModeSymlink == 0)
-}
-
-// readMeta reads from the image what setMeta sets.
-func (co *copyOut) readMeta(f *ext4go.File, st *ext4go.Stat, mode fs.FileMode) (hostMeta, error) {
-	m := hostMeta{uid: st.UID, gid: st.GID, perm: uint32(st.Mode & 0o7777),
-		// Not UnixNano: ext4 times reach the year 2446, past int64 nanoseconds.
-		atime: unix.Timespec{Sec: st.Atime.Unix(), Nsec: int64(st.Atime.Nanosecond())},
-		mtime: unix.Timespec{Sec: st.Mtime.Unix(), Nsec: int64(st.Mtime.Nanosecond())}}
-	attrs, err := f.ListXattr()
-	if err != nil {
-		return m, err
-	}
-	for _, a := range attrs {
-		v, err := f.GetXattr(a)
-		if err != nil {
-			return m, err
-		}
-		m.xattrs = append(m.xattrs, imageXattr{a, v})
-	}
-	return m, nil
 }
 
 // applyMeta sets on the host what readMeta read: the owner if chown, the
@@ -589,19 +508,24 @@ func (co *copyOut) applyMeta(dirfd int, name string, fd int, src string, m hostM
 		var err error
 		switch {
 		case fd >= 0:
-			err = unix.Fsetxattr(fd, x.name, x.value, 0)
+			err = host.SetFdXattr(fd, x.name, x.value)
 		case !strings.HasPrefix(x.name, "user.") || !isLink:
-			err = unix.Lsetxattr(fmt.Sprintf("/proc/self/fd/%d/%s", dirfd, name), x.name, x.value, 0)
+			err = host.SetLinkXattr(co.xattrPath(dirfd, name), x.name, x.value)
 		}
 		if err != nil {
 			co.warn("cannot set xattr "+x.name, err)
 		}
 	}
-	ts := [2]unix.Timespec{m.atime, m.mtime}
+	// Not UnixNano: ext4 times reach the year 2446, past int64
+	// nanoseconds (and past a 32-bit time_t, which says ERANGE).
+	var ts [2]unix.Timespec
 	var err error
-	if fd >= 0 {
-		err = futimens(fd, &ts)
-	} else {
+	if ts[0], err = unix.TimeToTimespec(m.atime); err == nil {
+		ts[1], err = unix.TimeToTimespec(m.mtime)
+	}
+	if err == nil && fd >= 0 {
+		err = setFileTimes(fd, dirfd, name, &ts)
+	} else if err == nil {
 		err = unix.UtimesNanoAt(dirfd, name, ts[:], unix.AT_SYMLINK_NOFOLLOW)
 	}
 	if err != nil {
@@ -610,20 +534,10 @@ func (co *copyOut) applyMeta(dirfd int, name string, fd int, src string, m hostM
 	return nil
 }
 
-// futimens sets the times of the open file fd: utimensat with a NULL path,
-// which x/sys/unix does not offer.
-func futimens(fd int, ts *[2]unix.Timespec) error {
-	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(ts)), 0, 0, 0)
-	if errno != 0 {
-		return errno
-	}
-	return nil
-}
-
 // hostPath names a host file for messages: the directory it is made in
 // (as the kernel names it) and its name.
 func (co *copyOut) hostPath(dirfd int, name string) string {
-	if p := fdPath(dirfd, name); p != "" {
+	if p := co.entryPath(dirfd, name); p != "" {
 		return p
 	}
 	return name

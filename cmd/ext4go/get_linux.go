@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// What get asks of Linux: /proc/self/fd names an open directory, so no
+// path needs keeping (dirOpened and dirClosed do nothing).
+
+func (co *copyOut) dirOpened(int, string) {}
+func (co *copyOut) dirClosed(int)         {}
+
+// dirPath is the directory open as dirfd, as the kernel names it.
+func (co *copyOut) dirPath(dirfd int) string {
+	p, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", dirfd))
+	return p
+}
+
+// entryPath names an entry of an open directory in a way linkat can use
+// later without walking a path the image controls.
+func (co *copyOut) entryPath(dirfd int, name string) string {
+	p := co.dirPath(dirfd)
+	if p == "" {
+		return ""
+	}
+	return p + "/" + name
+}
+
+// xattrPath names an entry of an open directory for the calls that take
+// a path (the attributes of a symbolic link or a device), through
+// /proc/self/fd: no path is walked again.
+func (co *copyOut) xattrPath(dirfd int, name string) string {
+	return fmt.Sprintf("/proc/self/fd/%d/%s", dirfd, name)
+}
+
+// mknodAt makes the device node, fifo or socket name in dirfd.
+func mknodAt(_ *copyOut, dirfd int, name string, mode uint32, dev uint64) error {
+	return unix.Mknodat(dirfd, name, mode, int(dev))
+}
+
+// setFileTimes sets the times of the open file fd: utimensat with a NULL
+// path (futimens), which x/sys/unix does not offer.
+func setFileTimes(fd, _ int, _ string, ts *[2]unix.Timespec) error {
+	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(ts)), 0, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// processUmask returns the umask, as /proc/self/status shows it: setting
+// it to read it (umask(2) has no other way) would change it for a moment
+// for every goroutine of the process.
+func processUmask() uint32 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+				if m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+					return uint32(m)
+				}
+			}
+		}
+	}
+	m := unix.Umask(0) // an old kernel: the brief change it is
+	unix.Umask(m)
+	return uint32(m)
+}
