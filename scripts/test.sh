@@ -36,6 +36,8 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
+# Every supported system and processor builds and vets (scripts/cross-build.sh).
+./scripts/cross-build.sh
 # The suite's output summarised (scripts/testsummary): package results,
 # failed tests with their output, skipped tests with their reasons, and a
 # closing "N passed, N failed, N skipped" line. The raw -json stream is
