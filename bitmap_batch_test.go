@@ -167,7 +167,7 @@ func testBlockBitmapsBatched(t *testing.T, noJournal bool) {
 	if err := syscall.Statfs(mp, &st); err != nil {
 		t.Fatal(err)
 	}
-	big := make([]byte, int64(st.Bavail)*st.Bsize*3/4)
+	big := make([]byte, int64(st.Bavail)*int64(st.Bsize)*3/4)
 	if err := os.WriteFile(filepath.Join(mp, "kernel"), big, 0o644); err != nil {
 		t.Fatalf("kernel write over ext4go's bitmaps: %v", err)
 	}

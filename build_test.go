@@ -194,7 +194,7 @@ func writeTar(t *testing.T, w io.Writer, src string) {
 		hdr.Name = rel
 		hdr.Format = tar.FormatPAX
 		st := fi.Sys().(*syscall.Stat_t)
-		hdr.AccessTime = time.Unix(st.Atim.Sec, st.Atim.Nsec)
+		hdr.AccessTime = time.Unix(st.Atim.Unix())
 		if fi.Mode().IsRegular() && st.Nlink > 1 {
 			key := [2]uint64{st.Dev, st.Ino}
 			if first, ok := seen[key]; ok {

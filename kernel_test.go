@@ -309,7 +309,7 @@ func kernelPopulate(t *testing.T, mp string, cfg kernelConfig) kernelFiles {
 	for i, c := range []struct {
 		name  string
 		perm  os.FileMode
-		uid   int
+		uid   uint32
 		mtime time.Time
 	}{
 		{"ns", 0o644, 1000, time.Unix(1700000000, 123456789)},
@@ -321,7 +321,9 @@ func kernelPopulate(t *testing.T, mp string, cfg kernelConfig) kernelFiles {
 	} {
 		name := p("meta/" + c.name)
 		check(os.WriteFile(name, []byte(c.name), 0o600))
-		check(os.Chown(name, c.uid, 100+i))
+		// int(c.uid) wraps past 1<<31 on 32-bit platforms; the system
+		// call takes the same 32 bits back.
+		check(os.Chown(name, int(c.uid), 100+i))
 		check(os.Chmod(name, c.perm))
 		check(os.Chtimes(name, c.mtime.Add(-time.Hour), c.mtime))
 	}

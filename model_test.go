@@ -1018,7 +1018,7 @@ func (v hostView) lstat(p string) (vInfo, error) {
 	if !ok {
 		return vInfo{}, fmt.Errorf("mode %#o", st.Mode)
 	}
-	in := vInfo{kind: k, perm: st.Mode & 0o7777, uid: st.Uid, gid: st.Gid, mtime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec),
+	in := vInfo{kind: k, perm: st.Mode & 0o7777, uid: st.Uid, gid: st.Gid, mtime: time.Unix(st.Mtim.Unix()),
 		nlink: uint64(st.Nlink), ino: st.Ino, size: st.Size, major: unix.Major(st.Rdev), minor: unix.Minor(st.Rdev)}
 	if !v.rdump {
 		m, err := testutil.HostMeta(hp)

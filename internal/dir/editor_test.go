@@ -386,7 +386,7 @@ func fill(t testing.TB, e *Editor, m model, mkName func(i int) []byte, stop func
 // and, with largedir, three, and fills a two-level tree until the index is
 // full.
 func TestEditorLevels(t *testing.T) {
-	short := func(i int) []byte { return fmt.Appendf(nil, "%x", i*2654435761%1000003) }
+	short := func(i int) []byte { return fmt.Appendf(nil, "%x", int64(i)*2654435761%1000003) }
 	long := func(i int) []byte {
 		b := fmt.Appendf(nil, "%d-", i)
 		return append(b, bytes.Repeat([]byte{'L'}, 255-len(b))...)

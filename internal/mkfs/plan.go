@@ -336,7 +336,7 @@ func (p *plan) pickInodes(o Options, ut usageType) (uint32, error) {
 
 	flex := o.FlexBGSize
 	if flex != 0 {
-		if flex < 1 || flex&(flex-1) != 0 || flex > 1<<31 {
+		if flex < 1 || flex&(flex-1) != 0 || int64(flex) > 1<<31 { // int64: 1<<31 overflows a 32-bit int
 			return 0, optErr("FlexBGSize", "flex_bg size %d must be a power of 2", flex)
 		}
 		if !p.has(super.KindIncompat, super.IncompatFlexBG) {

@@ -99,7 +99,7 @@ func TestCompareFindsEveryDifference(t *testing.T) {
 	// A byte in the middle of the 5 GiB file's hole: found without reading
 	// the 5 GiB, because holes on both sides are skipped.
 	keepTimes("sparse/big", func() { overwrite("sparse/big", 3<<30+5, []byte{1}) })
-	expect["sparse/big"] = fmt.Sprintf("content differs at offset %d: got 01", 3<<30+5)
+	expect["sparse/big"] = fmt.Sprintf("content differs at offset %d: got 01", int64(3<<30+5))
 	must(unix.Fchmodat(unix.AT_FDCWD, p("modes/suid"), 0o755, 0))
 	expect["modes/suid"] = "setuid/setgid/sticky: got ----------, want u---------"
 	// Holes versus written zeros are equal content: rewrite a sparse file

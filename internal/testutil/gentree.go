@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io/fs"
@@ -304,10 +305,13 @@ func (g *gen) finish() {
 			d := time.Unix(baseTime+int64(i), 0)
 			ts = [2]time.Time{d, d}
 		}
-		spec := []unix.Timespec{ // atime, mtime
-			{Sec: ts[1].Unix(), Nsec: int64(ts[1].Nanosecond())},
-			{Sec: ts[0].Unix(), Nsec: int64(ts[0].Nanosecond())},
+		// Not through UnixNano, which overflows after 2262.
+		atime, err1 := unix.TimeToTimespec(ts[1])
+		mtime, err2 := unix.TimeToTimespec(ts[0])
+		if err := errors.Join(err1, err2); err != nil {
+			g.t.Fatalf("testutil: GenTree: times of %q do not fit this platform's timespec: %v", rel, err)
 		}
+		spec := []unix.Timespec{atime, mtime}
 		p := filepath.Join(g.root, rel)
 		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, spec, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			g.t.Fatalf("testutil: GenTree: utimes %q: %v", p, err)

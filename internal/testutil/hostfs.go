@@ -107,8 +107,8 @@ func statMeta(fi fs.FileInfo) (Meta, bool) {
 		Gid:   st.Gid,
 		Major: unix.Major(st.Rdev),
 		Minor: unix.Minor(st.Rdev),
-		Mtime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec),
-		Atime: time.Unix(st.Atim.Sec, st.Atim.Nsec),
+		Mtime: time.Unix(st.Mtim.Unix()),
+		Atime: time.Unix(st.Atim.Unix()),
 	}, true
 }
 
