@@ -355,10 +355,10 @@ func (f *File) Chmod(mode fs.FileMode) error {
 // Chown sets the owner of the file, as os.File's; -1 keeps a value.
 func (f *File) Chown(uid, gid int) error {
 	return f.setAttr("chown", func(in *inode.Inode) error {
-		if uid >= 0 {
+		if uid != -1 {
 			in.UID = uint32(uid)
 		}
-		if gid >= 0 {
+		if gid != -1 {
 			in.GID = uint32(gid)
 		}
 		return nil

@@ -2329,7 +2329,12 @@ func (r *modelRun) opChmod() {
 }
 
 func (r *modelRun) randID() int {
-	ids := []int{-1, 0, 1, 1000, 65534, 65535, 65536, 1 << 31, 1<<32 - 2}
+	// The ids past 1<<31 are negative ints on 32-bit platforms, which
+	// Chown must take as the same 32 bits.
+	ids := []int{-1, 0, 1, 1000, 65534, 65535, 65536}
+	for _, id := range []uint32{1 << 31, 1<<32 - 2} {
+		ids = append(ids, int(id))
+	}
 	if r.rng.IntN(4) == 0 {
 		return r.rng.IntN(1 << 20)
 	}
@@ -2351,10 +2356,10 @@ func (r *modelRun) opChown() {
 		err = r.fs.Lchown(p, uid, gid)
 	}
 	if check(err) {
-		if uid >= 0 {
+		if uid != -1 {
 			o.uid = uint32(uid)
 		}
-		if gid >= 0 {
+		if gid != -1 {
 			o.gid = uint32(gid)
 		}
 	}

@@ -418,7 +418,8 @@ func (f *FS) Chmod(name string, mode fs.FileMode) error {
 }
 
 // Chown sets the owner of the named file (following symlinks); -1 keeps a
-// value.
+// value. Any other value is taken as chown(2) takes it, as a 32-bit uid_t:
+// on a 32-bit system an owner past 2^31-1 is a negative int.
 func (f *FS) Chown(name string, uid, gid int) error {
 	return f.chown("chown", name, true, uid, gid)
 }
@@ -430,10 +431,10 @@ func (f *FS) Lchown(name string, uid, gid int) error {
 
 func (f *FS) chown(op, name string, follow bool, uid, gid int) error {
 	return f.setAttr(op, name, follow, func(in *inode.Inode) error {
-		if uid >= 0 {
+		if uid != -1 {
 			in.UID = uint32(uid)
 		}
-		if gid >= 0 {
+		if gid != -1 {
 			in.GID = uint32(gid)
 		}
 		return nil
