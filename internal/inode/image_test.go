@@ -79,7 +79,8 @@ func rawInode(t testing.TB, img string, imap string, blockSize, inodeSize int) [
 // reports false when mounting is not possible here.
 func tryMount(t *testing.T, img string, fn func(mnt string)) bool {
 	t.Helper()
-	if os.Geteuid() != 0 {
+	if ok, why := testutil.CanMount(); !ok {
+		t.Logf("no loop mount: %s", why)
 		return false
 	}
 	mnt := t.TempDir()
