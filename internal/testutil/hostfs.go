@@ -2,9 +2,11 @@ package testutil
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -90,11 +92,29 @@ func HostMeta(path string) (Meta, error) {
 	if !ok {
 		return Meta{}, errors.New("testutil: no syscall.Stat_t for " + path)
 	}
+	if err := exactTimes(&m, path); err != nil {
+		return Meta{}, err
+	}
 	m.Xattrs, err = hostXattrs(path)
 	return m, err
 }
 
-// statMeta takes everything but xattrs from a host FileInfo.
+// exactTimes reads the times of the host file at path (not following a
+// final symlink) again with fstatat(2) into m. os.Lstat makes lstat(2)
+// where the platform has it (s390x), and qemu-user answers that for s390x
+// without the nanoseconds; fstatat has them everywhere.
+func exactTimes(m *Meta, path string) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(unix.AT_FDCWD, path, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return &fs.PathError{Op: "fstatat", Path: path, Err: err}
+	}
+	m.Mtime = time.Unix(st.Mtim.Unix())
+	m.Atime = time.Unix(st.Atim.Unix())
+	return nil
+}
+
+// statMeta takes everything but xattrs from a host FileInfo (see
+// exactTimes for its times).
 func statMeta(fi fs.FileInfo) (Meta, bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
@@ -163,4 +183,40 @@ func HostXattrs(t testing.TB, path string) map[string][]byte {
 		t.Fatal(err)
 	}
 	return m
+}
+
+var statNanos struct {
+	once   sync.Once
+	drops  bool
+	reason string
+}
+
+// StatDropsNanoseconds reports whether fstat(2) and lstat(2), as this
+// process makes them, lose the nanoseconds of a file's times: qemu-user
+// answers them so for s390x. Code that reads host times with them (the
+// library's builder does, with fstat) then gets whole seconds, and a test
+// comparing those with the source compares seconds only there.
+func StatDropsNanoseconds() (bool, string) {
+	statNanos.once.Do(func() {
+		f, err := os.CreateTemp("", "ext4go-nanos-")
+		if err != nil {
+			return
+		}
+		defer os.Remove(f.Name())
+		defer f.Close()
+		ts := []unix.Timespec{unix.NsecToTimespec(1600000000123456789), unix.NsecToTimespec(1600000000123456789)}
+		if unix.UtimesNanoAt(unix.AT_FDCWD, f.Name(), ts, 0) != nil {
+			return
+		}
+		var fst, lst unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &fst) != nil || unix.Lstat(f.Name(), &lst) != nil {
+			return
+		}
+		if fst.Mtim.Nano() != ts[1].Nano() || lst.Mtim.Nano() != ts[1].Nano() {
+			statNanos.drops = true
+			statNanos.reason = fmt.Sprintf("fstat/lstat here report %d and %d ns for a file's mtime set to %d (qemu-user for s390x drops them)",
+				fst.Mtim.Nano(), lst.Mtim.Nano(), ts[1].Nano())
+		}
+	})
+	return statNanos.drops, statNanos.reason
 }
