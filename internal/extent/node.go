@@ -31,6 +31,7 @@ package extent
 
 import (
 	"encoding/binary"
+	"unsafe"
 
 	"github.com/ext4go/ext4go/internal/csum"
 	"github.com/ext4go/ext4go/internal/fserr"
@@ -147,15 +148,30 @@ func DecodeNode(b []byte) (*Node, error) {
 	return n, nil
 }
 
-// growLines is slices.Grow to a multiple of 8 entries, with one to spare
-// for an insert. Eight of either kind are 192 bytes, so the array fills
-// whole cache lines: a pooled node's arrays are written by every edit,
-// and one of a size between lines shared a line with another goroutine's.
+// growLines is slices.Grow, with one entry to spare for an insert, to a
+// number of entries that fills whole cache lines: a pooled node's arrays
+// are written by every edit, and one of a size between lines shared a
+// line with another goroutine's. On 64-bit platforms either kind is 24
+// bytes and that is a multiple of 8 entries; on 32-bit ones, where a
+// uint64 is aligned to 4 bytes, an Extent is 20 bytes and takes 16.
 func growLines[T any](s []T, n int) []T {
 	if cap(s)-len(s) >= n {
 		return s
 	}
-	return append(make([]T, 0, (len(s)+n+8)&^7), s...)
+	var zero T
+	step := cacheLine / gcd(int(unsafe.Sizeof(zero)), cacheLine) // entries per whole number of lines
+	want := len(s) + n + 1
+	return append(make([]T, 0, (want+step-1)/step*step), s...)
+}
+
+// cacheLine is the cache line size growLines fills.
+const cacheLine = 64
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // decodeNodeInto is DecodeNode into n, reusing the capacity of its entry
