@@ -355,32 +355,6 @@ func TestAgainstImages(t *testing.T) {
 	}
 }
 
-// setTimesBeyond2038 sets the access and modification times of p to tm.
-// Not os.Chtimes: it goes through UnixNano, which overflows after 2262.
-// Where syscall.Timespec holds 32-bit seconds (386, arm) times past 2038
-// do not fit it, and touch(1), built with 64-bit time, sets them.
-func setTimesBeyond2038(p string, tm time.Time) error {
-	ts := syscall.NsecToTimespec(0)
-	if !setInt(&ts.Sec, tm.Unix()) || !setInt(&ts.Nsec, int64(tm.Nanosecond())) {
-		if tm.Unix() < 0 {
-			return fmt.Errorf("%s: %v does not fit this platform's timespec", p, tm)
-		}
-		out, err := exec.Command("touch", "-d", fmt.Sprintf("@%d.%09d", tm.Unix(), tm.Nanosecond()), p).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("touch %s: %v: %s", p, err, out)
-		}
-		return nil
-	}
-	return syscall.UtimesNano(p, []syscall.Timespec{ts, ts})
-}
-
-// setInt stores v in *dst, a field whose width differs between platforms,
-// and reports whether it fits.
-func setInt[T int32 | int64](dst *T, v int64) bool {
-	*dst = T(v)
-	return int64(*dst) == v
-}
-
 // kernelChanges makes inodes through the kernel: it sets times beyond the
 // 32-bit range (the kernel encodes the epoch bits and nanoseconds), inode
 // flags and a project id, and new symlinks with random generations.
@@ -394,7 +368,7 @@ func kernelChanges(t *testing.T, mnt string, v variant) {
 		if err := os.WriteFile(p, []byte(name), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := setTimesBeyond2038(p, tm); err != nil {
+		if err := testutil.Lutimes(p, tm, tm); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -100,16 +101,18 @@ func HostMeta(path string) (Meta, error) {
 }
 
 // exactTimes reads the times of the host file at path (not following a
-// final symlink) again with fstatat(2) into m. os.Lstat makes lstat(2)
-// where the platform has it (s390x), and qemu-user answers that for s390x
-// without the nanoseconds; fstatat has them everywhere.
+// final symlink) again with statx(2) into m. struct stat holds 32-bit
+// seconds on 32-bit platforms (386, arm), where the kernel cuts times past
+// 2038 to fit; and os.Lstat makes lstat(2) where the platform has it
+// (s390x), which qemu-user answers for s390x without the nanoseconds.
+// statx has them all everywhere.
 func exactTimes(m *Meta, path string) error {
-	var st unix.Stat_t
-	if err := unix.Fstatat(unix.AT_FDCWD, path, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return &fs.PathError{Op: "fstatat", Path: path, Err: err}
+	var sx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_ATIME|unix.STATX_MTIME, &sx); err != nil {
+		return &fs.PathError{Op: "statx", Path: path, Err: err}
 	}
-	m.Mtime = time.Unix(st.Mtim.Unix())
-	m.Atime = time.Unix(st.Atim.Unix())
+	m.Mtime = time.Unix(sx.Mtime.Sec, int64(sx.Mtime.Nsec))
+	m.Atime = time.Unix(sx.Atime.Sec, int64(sx.Atime.Nsec))
 	return nil
 }
 
@@ -219,4 +222,41 @@ func StatDropsNanoseconds() (bool, string) {
 		}
 	})
 	return statNanos.drops, statNanos.reason
+}
+
+// Lutimes sets the access and modification times of the host file at
+// path, not following a final symlink, to the nanosecond, for any time
+// ext4 stores (1901 to 2446; not through UnixNano, which overflows after
+// 2262). Where the platform's timespec has 32-bit seconds (386, arm: Go
+// makes the 32-bit system calls there) touch(1), built with 64-bit time,
+// sets the times it cannot hold.
+func Lutimes(path string, atime, mtime time.Time) error {
+	a, errA := unix.TimeToTimespec(atime)
+	m, errM := unix.TimeToTimespec(mtime)
+	if errA == nil && errM == nil {
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, path, []unix.Timespec{a, m}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return &fs.PathError{Op: "utimensat", Path: path, Err: err}
+		}
+		return nil
+	}
+	for _, set := range []struct {
+		flag string
+		t    time.Time
+	}{{"-a", atime}, {"-m", mtime}} {
+		out, err := exec.Command("touch", "-h", set.flag, "-d", "@"+decimalSeconds(set.t), path).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("touch -h %s -d @%s %s: %v: %s", set.flag, decimalSeconds(set.t), path, err, out)
+		}
+	}
+	return nil
+}
+
+// decimalSeconds writes t as seconds since the epoch with nine decimals,
+// as touch -d @SECONDS reads them: -1.5 is half a second before -1.
+func decimalSeconds(t time.Time) string {
+	sec, nsec := t.Unix(), t.Nanosecond()
+	if sec < 0 && nsec > 0 {
+		return fmt.Sprintf("-%d.%09d", -(sec + 1), 1e9-nsec)
+	}
+	return fmt.Sprintf("%d.%09d", sec, nsec)
 }
