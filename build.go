@@ -276,8 +276,7 @@ func (b *builder) addHostEntry(parent *node, ipath string, h *hostEntry, parentM
 	// host directory, so far: name cannot be there yet, unless whiteouts
 	// rename entries or casefolding makes distinct names equal.
 	e.absent = parentMade && !b.o.Whiteouts && !b.f.sb.HasIncompat(super.IncompatCasefold)
-	atime := time.Unix(st.Atim.Unix())
-	mtime := time.Unix(st.Mtim.Unix())
+	atime, mtime := h.atime, h.mtime
 	kind := st.Mode & unix.S_IFMT
 	if b.o.Whiteouts && kind == unix.S_IFREG {
 		if done, err := b.whiteout(parent, name, e); done || err != nil {

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,6 +41,8 @@ type hostEntry struct {
 	name, path string
 	typ        fs.FileMode // the type the directory gave (d_type)
 	st         unix.Stat_t
+	atime      time.Time // st's, or statx's where st holds only 32-bit seconds
+	mtime      time.Time
 	target     string      // symlinks
 	xattrs     []hostXattr // sorted by name
 	ranges     []Range     // regular files: the data ranges (SEEK_DATA/SEEK_HOLE)
@@ -146,6 +150,20 @@ func (d *dirScan) stop() {
 	d.loading.Wait()
 }
 
+// hostTimes returns the access and modification times of the file that
+// st describes, name in dirfd (flags as statx's). Where struct stat holds
+// 32-bit seconds (386, arm) the kernel cuts times past 2038 to fit, and
+// statx(2), whose seconds have 64 bits, reads them again.
+func hostTimes(st *unix.Stat_t, dirfd int, name string, flags int) (atime, mtime time.Time) {
+	if unsafe.Sizeof(st.Mtim.Sec) < 8 {
+		var sx unix.Statx_t
+		if unix.Statx(dirfd, name, flags, unix.STATX_ATIME|unix.STATX_MTIME, &sx) == nil && sx.Mask&(unix.STATX_ATIME|unix.STATX_MTIME) == unix.STATX_ATIME|unix.STATX_MTIME {
+			return time.Unix(sx.Atime.Sec, int64(sx.Atime.Nsec)), time.Unix(sx.Mtime.Sec, int64(sx.Mtime.Nsec))
+		}
+	}
+	return time.Unix(st.Atim.Unix()), time.Unix(st.Mtim.Unix())
+}
+
 // load reads everything the builder will ask of the entry, in the
 // directory dirfd. A regular file (as the directory says) is opened
 // first and everything read through its descriptor: one name lookup.
@@ -157,6 +175,7 @@ func (e *hostEntry) load(dirfd int) {
 		e.err = err
 		return
 	}
+	e.atime, e.mtime = hostTimes(&e.st, dirfd, e.name, unix.AT_SYMLINK_NOFOLLOW)
 	e.xattrs = readHostXattrs(e.path)
 	switch e.st.Mode & unix.S_IFMT {
 	case unix.S_IFLNK:
@@ -279,6 +298,7 @@ func (e *hostEntry) loadRegular(dirfd int) bool {
 	if err := unix.Fstat(fd, &e.st); err != nil || e.st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return false
 	}
+	e.atime, e.mtime = hostTimes(&e.st, fd, "", unix.AT_EMPTY_PATH)
 	e.xattrs = readXattrs(
 		func(buf []byte) (int, error) { return unix.Flistxattr(fd, buf) },
 		func(name string, buf []byte) (int, error) { return unix.Fgetxattr(fd, name, buf) })
