@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 type paKind uint8
@@ -79,8 +80,9 @@ type inodeState struct {
 	// A line of its own (64 bytes, a size class whose objects start 64
 	// bytes apart): the states of files created one after the other
 	// shared lines, and their writers took each other's lock line on
-	// every allocation.
-	_ [32 * pad.On]byte
+	// every allocation. Sized from the fields: a slice is 12 bytes on
+	// 32-bit systems, 24 on 64-bit.
+	_ [(cacheLine - unsafe.Sizeof(sync.Mutex{}) - unsafe.Sizeof([]*prealloc(nil))) * pad.On]byte
 }
 
 type inodeShard struct {
