@@ -107,13 +107,20 @@ func HostMeta(path string) (Meta, error) {
 // (s390x), which qemu-user answers for s390x without the nanoseconds.
 // statx has them all everywhere.
 func exactTimes(m *Meta, path string) error {
+	var err error
+	m.Atime, m.Mtime, err = HostTimes(path)
+	return err
+}
+
+// HostTimes returns the access and modification times of the host file
+// at path (not following a final symlink), whole on every platform (see
+// exactTimes).
+func HostTimes(path string) (atime, mtime time.Time, err error) {
 	var sx unix.Statx_t
 	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_ATIME|unix.STATX_MTIME, &sx); err != nil {
-		return &fs.PathError{Op: "statx", Path: path, Err: err}
+		return time.Time{}, time.Time{}, &fs.PathError{Op: "statx", Path: path, Err: err}
 	}
-	m.Mtime = time.Unix(sx.Mtime.Sec, int64(sx.Mtime.Nsec))
-	m.Atime = time.Unix(sx.Atime.Sec, int64(sx.Atime.Nsec))
-	return nil
+	return time.Unix(sx.Atime.Sec, int64(sx.Atime.Nsec)), time.Unix(sx.Mtime.Sec, int64(sx.Mtime.Nsec)), nil
 }
 
 // statMeta takes everything but xattrs from a host FileInfo (see
