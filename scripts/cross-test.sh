@@ -67,9 +67,12 @@ mkdir -p "$cache"
 work=$(mktemp -d -t ext4go-cross.XXXXXX)
 mnt=""
 loopdev=""
+next_list=/etc/apt/sources.list.d/ext4go-cross-next.list # only while fetching
 cleanup() {
   if [ -n "$mnt" ] && mountpoint -q "$mnt" 2>/dev/null; then umount "$mnt" || umount -l "$mnt"; fi
   if [ -n "$loopdev" ]; then losetup -d "$loopdev" 2>/dev/null; fi
+  # Never leave the next release's packages to apt-get.
+  if [ -e "$next_list" ]; then rm -f "$next_list" && apt-get update -qq >/dev/null 2>&1; fi
   if [ "${KEEP:-}" = 1 ]; then
     echo "work directory kept: $work"
   else
@@ -159,7 +162,7 @@ done
 # 386: natively if the kernel runs 32-bit x86 programs, else qemu-i386 when
 # it runs Go's 386 runtime, else the next Debian release's.
 fetch_next_qemu() {
-  local dir="$cache/qemu-user-next" list=/etc/apt/sources.list.d/ext4go-cross-next.list codename=trixie
+  local dir="$cache/qemu-user-next" list=$next_list codename=trixie
   if [ -x "$dir/usr/bin/qemu-i386" ]; then return 0; fi
   have_root_apt && command -v dpkg >/dev/null 2>&1 || return 1
   echo "fetching the qemu-user of Debian $codename for qemu-i386 (unpacked into $dir, not installed)"
