@@ -38,12 +38,12 @@ func (e *hostEntry) load(d *hostDir) {
 	if e.typ.IsRegular() && e.loadRegular(d.fd) {
 		return
 	}
-	var st unix.Stat_t
-	if err := unix.Fstatat(d.fd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	st, err := host.StatAt(d.fd, e.name)
+	if err != nil {
 		e.err = err
 		return
 	}
-	e.st = host.FromUnix(&st)
+	e.st = st
 	// A host that cannot list or read them gives none (as mke2fs -d).
 	e.xattrs, _ = host.LinkXattrs(e.path)
 	switch e.st.Type() {
@@ -67,11 +67,11 @@ func (e *hostEntry) loadRegular(dirfd int) bool {
 		return false
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	st, err := host.StatAt(fd, "")
+	if err != nil || st.Type() != host.IFREG {
 		return false
 	}
-	e.st = host.FromUnix(&st)
+	e.st = st
 	e.xattrs, _ = host.FdXattrs(fd)
 	if e.st.Size > 0 {
 		e.err = e.readData(fd)
@@ -166,11 +166,7 @@ func hostDataRanges(p string, size int64) ([]Range, error) {
 
 // lstatHost is lstat(2) of host file p.
 func lstatHost(p string) (host.Stat, error) {
-	var st unix.Stat_t
-	if err := unix.Lstat(p, &st); err != nil {
-		return host.Stat{}, err
-	}
-	return host.FromUnix(&st), nil
+	return host.StatAt(unix.AT_FDCWD, p)
 }
 
 // xattrListSize is the length of host file p's list of attribute names.

@@ -1020,7 +1020,13 @@ func (v hostView) lstat(p string) (vInfo, error) {
 	if !ok {
 		return vInfo{}, fmt.Errorf("mode %#o", st.Mode)
 	}
-	in := vInfo{kind: k, perm: st.Mode & 0o7777, uid: st.Uid, gid: st.Gid, mtime: time.Unix(st.Mtim.Unix()),
+	// The times through statx: struct stat cuts them past 2038 on
+	// 32-bit platforms.
+	_, mtime, err := testutil.HostTimes(hp)
+	if err != nil {
+		return vInfo{}, err
+	}
+	in := vInfo{kind: k, perm: st.Mode & 0o7777, uid: st.Uid, gid: st.Gid, mtime: mtime,
 		nlink: uint64(st.Nlink), ino: st.Ino, size: st.Size, major: unix.Major(st.Rdev), minor: unix.Minor(st.Rdev)}
 	if !v.rdump {
 		m, err := testutil.HostMeta(hp)

@@ -189,3 +189,43 @@ func TestWriteIgnoringChecksums(t *testing.T) {
 	must(fsys.Close())
 	testutil.RequireFsckClean(t, image)
 }
+
+// TestChownHighIDs: owners of 1<<31 and more reach the inode through
+// Chown, Lchown and File.Chown although, on 32-bit platforms, the int they
+// come in is negative; only -1 keeps a value.
+func TestChownHighIDs(t *testing.T) {
+	image, fsys := formatRW(t, 16<<20)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(fsys.WriteFile("f", nil, 0o644))
+	must(fsys.Symlink("f", "l"))
+	must(fsys.WriteFile("g", nil, 0o644))
+	high := []uint32{1 << 31, 3000000000, 1<<32 - 2}
+	// int(v) of a variable wraps where int has 32 bits, as a caller's
+	// conversion of a uid_t would.
+	must(fsys.Chown("f", int(high[0]), int(high[1])))
+	must(fsys.Lchown("l", int(high[2]), -1))
+	g, err := fsys.OpenFile("g", os.O_RDWR, 0)
+	must(err)
+	must(g.Chown(-1, int(high[2])))
+	must(g.Close())
+	check := func(name string, uid, gid uint32) {
+		t.Helper()
+		fi, err := fsys.Lstat(name)
+		must(err)
+		if st := fi.Sys().(*ext4go.Stat); st.UID != uid || st.GID != gid {
+			t.Errorf("%s: owner %d:%d, want %d:%d", name, st.UID, st.GID, uid, gid)
+		}
+	}
+	check("f", high[0], high[1])
+	check("l", high[2], 0)
+	check("g", 0, high[2])
+	must(fsys.Chown("f", -1, -1))
+	check("f", high[0], high[1])
+	must(fsys.Close())
+	testutil.RequireFsckClean(t, image)
+}

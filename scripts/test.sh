@@ -20,6 +20,7 @@ command -v setfattr >/dev/null 2>&1 || need+=(attr)
 command -v setcap >/dev/null 2>&1 || need+=(libcap2-bin)
 command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 command -v rsvg-convert >/dev/null 2>&1 || need+=(librsvg2-bin)  # renders the map's SVG
+command -v qemu-s390x >/dev/null 2>&1 || need+=(qemu-user)       # runs other platforms' builds (cross-test.sh)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing: ${need[*]}"
@@ -52,3 +53,9 @@ go test -count=1 -run 'TestHotPathAllocs' .
 go test -count=1 -tags lockstat -run 'TestLockstat' . ./internal/lockstat
 # A short smoke run of every fuzz target (longer: scripts/fuzz-smoke.sh 5m).
 ./scripts/fuzz-smoke.sh "${EXT4GO_FUZZTIME:-3s}"
+# The library built for other platforms (32-bit, big-endian, wasip1;
+# emulated where this machine cannot run them) writes and reads the same
+# filesystem as here, and the tests that need no mount pass there: the
+# quick set (all of it: scripts/cross-test.sh --full). The cross-build
+# ran above.
+SKIP_BUILD=1 ./scripts/cross-test.sh --quick

@@ -36,11 +36,10 @@ func (p *putter) put(src, dst string) error {
 		return failf("cannot open directory", parent, err)
 	}
 	defer unix.Close(pfd)
-	var ust unix.Stat_t
-	if err := unix.Fstatat(pfd, base, &ust, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	st, err := host.StatAt(pfd, base)
+	if err != nil {
 		return failf("cannot stat host file", src, err)
 	}
-	st := host.FromUnix(&ust)
 	if merge && st.Type() != host.IFDIR {
 		return failf("cannot stat host file", src, syscall.ENOTDIR)
 	}
@@ -123,10 +122,8 @@ func (p *putter) copyDir(dirfd int, name, srcShown, dst string, st *host.Stat) e
 	}
 	for _, n := range names {
 		childShown := strings.TrimSuffix(srcShown, "/") + "/" + n
-		var ust unix.Stat_t
-		err := unix.Fstatat(fd, n, &ust, unix.AT_SYMLINK_NOFOLLOW)
+		cst, err := host.StatAt(fd, n)
 		if err == nil {
-			cst := host.FromUnix(&ust)
 			err = p.copy(fd, n, childShown, joinImage(dst, n), &cst)
 		} else {
 			err = failf("cannot stat", childShown, err)

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/ext4go/ext4go/internal/fserr"
+	"github.com/ext4go/ext4go/internal/testutil"
 )
 
 func needTool(t testing.TB, name string) {
@@ -277,10 +278,7 @@ func logdumpLines(t *testing.T, path string) []string {
 // TestMountedJournal lets the kernel write real transactions — descriptor,
 // commit and revoke blocks with v3 checksums — and decodes them all.
 func TestMountedJournal(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting needs root")
-	}
-	needTool(t, "mount")
+	testutil.RequireMount(t)
 	for _, c := range []struct {
 		name string
 		args []string

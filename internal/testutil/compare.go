@@ -170,12 +170,15 @@ func hostSide(dir string, checks Check) side {
 		if !ok {
 			return m, errors.New("no syscall.Stat_t")
 		}
+		p, err := h.join("lstat", rel)
+		if err != nil {
+			return m, err
+		}
+		if err := exactTimes(&m, p); err != nil {
+			return m, err
+		}
 		if checks&CheckXattrs != 0 {
-			p, err := h.join("llistxattr", rel)
-			if err == nil {
-				m.Xattrs, err = hostXattrs(p)
-			}
-			if err != nil {
+			if m.Xattrs, err = hostXattrs(p); err != nil {
 				return m, err
 			}
 		}

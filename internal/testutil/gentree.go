@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -224,13 +225,36 @@ func (g *gen) fifo(rel string, perm uint32) {
 
 func (g *gen) device(rel string, block bool, major, minor uint32, perm uint32) {
 	g.t.Helper()
-	mode, typ := uint32(unix.S_IFCHR), fs.ModeDevice|fs.ModeCharDevice
+	typ := fs.ModeDevice | fs.ModeCharDevice
 	if block {
-		mode, typ = unix.S_IFBLK, fs.ModeDevice
+		typ = fs.ModeDevice
 	}
-	g.check(unix.Mknod(g.path(rel), mode|0o600, int(unix.Mkdev(major, minor))))
+	g.check(mknod(g.path(rel), block, major, minor))
 	g.chmod(rel, os.FileMode(perm))
 	g.add(rel, typ, 0)
+}
+
+// mknod makes a device node. A number that takes all 32 bits of the
+// old dev_t (major 4095, minor 1048575) is a negative int on 32-bit
+// platforms, which qemu-user sign-extends into an invalid dev_t: mknod(1)
+// then makes it.
+func mknod(path string, block bool, major, minor uint32) error {
+	mode, kind := uint32(unix.S_IFCHR), "c"
+	if block {
+		mode, kind = unix.S_IFBLK, "b"
+	}
+	err := unix.Mknod(path, mode|0o600, int(unix.Mkdev(major, minor)))
+	if err == unix.EINVAL && int64(int(unix.Mkdev(major, minor))) < 0 {
+		out, cerr := exec.Command("mknod", "-m", "600", path, kind, fmt.Sprint(major), fmt.Sprint(minor)).CombinedOutput()
+		if cerr != nil {
+			return fmt.Errorf("mknod %s: %v (mknod(1): %v: %s)", path, err, cerr, out)
+		}
+		return nil
+	}
+	if err != nil {
+		return &fs.PathError{Op: "mknod", Path: path, Err: err}
+	}
+	return nil
 }
 
 // socket creates a unix socket file by binding. The bind goes through
@@ -307,15 +331,8 @@ func (g *gen) finish() {
 			ts = [2]time.Time{d, d}
 		}
 		p := filepath.Join(g.root, rel)
-		atime, err1 := unix.TimeToTimespec(ts[1])
-		mtime, err2 := unix.TimeToTimespec(ts[0])
-		if err1 != nil || err2 != nil {
-			// A 32-bit time_t (linux/386, linux/arm) ends in 2038.
-			g.t.Skipf("testutil: GenTree: %q: this host's time_t cannot hold %v or %v", p, ts[1], ts[0])
-		}
-		spec := []unix.Timespec{atime, mtime}
-		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, spec, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			g.t.Fatalf("testutil: GenTree: utimes %q: %v", p, err)
+		if err := Lutimes(p, ts[1], ts[0]); err != nil {
+			g.t.Fatalf("testutil: GenTree: %v", err)
 		}
 	}
 }

@@ -4,9 +4,12 @@ package testutil
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -92,11 +95,38 @@ func HostMeta(path string) (Meta, error) {
 	if !ok {
 		return Meta{}, errors.New("testutil: no syscall.Stat_t for " + path)
 	}
+	if err := exactTimes(&m, path); err != nil {
+		return Meta{}, err
+	}
 	m.Xattrs, err = hostXattrs(path)
 	return m, err
 }
 
-// statMeta takes everything but xattrs from a host FileInfo.
+// exactTimes reads the times of the host file at path (not following a
+// final symlink) again with statx(2) into m. struct stat holds 32-bit
+// seconds on 32-bit platforms (386, arm), where the kernel cuts times past
+// 2038 to fit; and os.Lstat makes lstat(2) where the platform has it
+// (s390x), which qemu-user answers for s390x without the nanoseconds.
+// statx has them all everywhere.
+func exactTimes(m *Meta, path string) error {
+	var err error
+	m.Atime, m.Mtime, err = HostTimes(path)
+	return err
+}
+
+// HostTimes returns the access and modification times of the host file
+// at path (not following a final symlink), whole on every platform (see
+// exactTimes).
+func HostTimes(path string) (atime, mtime time.Time, err error) {
+	var sx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_ATIME|unix.STATX_MTIME, &sx); err != nil {
+		return time.Time{}, time.Time{}, &fs.PathError{Op: "statx", Path: path, Err: err}
+	}
+	return time.Unix(sx.Atime.Sec, int64(sx.Atime.Nsec)), time.Unix(sx.Mtime.Sec, int64(sx.Mtime.Nsec)), nil
+}
+
+// statMeta takes everything but xattrs from a host FileInfo (see
+// exactTimes for its times).
 func statMeta(fi fs.FileInfo) (Meta, bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
@@ -165,4 +195,77 @@ func HostXattrs(t testing.TB, path string) map[string][]byte {
 		t.Fatal(err)
 	}
 	return m
+}
+
+var statNanos struct {
+	once   sync.Once
+	drops  bool
+	reason string
+}
+
+// StatDropsNanoseconds reports whether fstat(2) and lstat(2), as this
+// process makes them, lose the nanoseconds of a file's times: qemu-user
+// answers them so for s390x. Code that reads host times with them (the
+// library's builder does, with fstat) then gets whole seconds, and a test
+// comparing those with the source compares seconds only there.
+func StatDropsNanoseconds() (bool, string) {
+	statNanos.once.Do(func() {
+		f, err := os.CreateTemp("", "ext4go-nanos-")
+		if err != nil {
+			return
+		}
+		defer os.Remove(f.Name())
+		defer f.Close()
+		ts := []unix.Timespec{unix.NsecToTimespec(1600000000123456789), unix.NsecToTimespec(1600000000123456789)}
+		if unix.UtimesNanoAt(unix.AT_FDCWD, f.Name(), ts, 0) != nil {
+			return
+		}
+		var fst, lst unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &fst) != nil || unix.Lstat(f.Name(), &lst) != nil {
+			return
+		}
+		if fst.Mtim.Nano() != ts[1].Nano() || lst.Mtim.Nano() != ts[1].Nano() {
+			statNanos.drops = true
+			statNanos.reason = fmt.Sprintf("fstat/lstat here report %d and %d ns for a file's mtime set to %d (qemu-user for s390x drops them)",
+				fst.Mtim.Nano(), lst.Mtim.Nano(), ts[1].Nano())
+		}
+	})
+	return statNanos.drops, statNanos.reason
+}
+
+// Lutimes sets the access and modification times of the host file at
+// path, not following a final symlink, to the nanosecond, for any time
+// ext4 stores (1901 to 2446; not through UnixNano, which overflows after
+// 2262). Where the platform's timespec has 32-bit seconds (386, arm: Go
+// makes the 32-bit system calls there) touch(1), built with 64-bit time,
+// sets the times it cannot hold.
+func Lutimes(path string, atime, mtime time.Time) error {
+	a, errA := unix.TimeToTimespec(atime)
+	m, errM := unix.TimeToTimespec(mtime)
+	if errA == nil && errM == nil {
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, path, []unix.Timespec{a, m}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return &fs.PathError{Op: "utimensat", Path: path, Err: err}
+		}
+		return nil
+	}
+	for _, set := range []struct {
+		flag string
+		t    time.Time
+	}{{"-a", atime}, {"-m", mtime}} {
+		out, err := exec.Command("touch", "-h", set.flag, "-d", "@"+decimalSeconds(set.t), path).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("touch -h %s -d @%s %s: %v: %s", set.flag, decimalSeconds(set.t), path, err, out)
+		}
+	}
+	return nil
+}
+
+// decimalSeconds writes t as seconds since the epoch with nine decimals,
+// as touch -d @SECONDS reads them: -1.5 is half a second before -1.
+func decimalSeconds(t time.Time) string {
+	sec, nsec := t.Unix(), t.Nanosecond()
+	if sec < 0 && nsec > 0 {
+		return fmt.Sprintf("-%d.%09d", -(sec + 1), 1e9-nsec)
+	}
+	return fmt.Sprintf("%d.%09d", sec, nsec)
 }

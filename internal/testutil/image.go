@@ -118,6 +118,9 @@ func FixupTimes(t testing.TB, image, srcDir string) {
 		if !ok {
 			return nil
 		}
+		if err := exactTimes(&m, p); err != nil {
+			return err
+		}
 		sec, nsec := m.Mtime.Unix(), int64(m.Mtime.Nanosecond())
 		if nsec == 0 && sec == int64(int32(sec)) {
 			return nil // stored exactly

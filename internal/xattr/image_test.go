@@ -23,6 +23,7 @@ import (
 	"testing"
 
 	"github.com/ext4go/ext4go/internal/csum"
+	"github.com/ext4go/ext4go/internal/testutil"
 )
 
 func needTools(t testing.TB) {
@@ -379,6 +380,7 @@ func TestImageKernelXattrs(t *testing.T) {
 	needTools(t)
 	tmp := t.TempDir()
 	img := filepath.Join(tmp, "img")
+	testutil.RequireMount(t)
 	run(t, "mke2fs", "-q", "-F", "-t", "ext4", "-O", "ea_inode", "-I", "256", "-b", "1024", img, "8M")
 	mnt := t.TempDir()
 	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
