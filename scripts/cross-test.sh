@@ -20,6 +20,11 @@
 #    amd64 each platform's; and where this machine can loop-mount (root,
 #    loop devices) the kernel's read-only view of every image must equal
 #    the manifest.
+#    Then the CLI built for linux/amd64, 386 and s390x (and arm, arm64
+#    with --full) makes an image from a host tree with mkfs -d and get
+#    copies it back out: the copy must equal the tree in everything
+#    mkfs -d keeps (scripts/crosstree/crosstree.py) and e2fsck -fn must
+#    find the image clean.
 # 2. The tests that need no mount (EXT4GO_TEST_NOMOUNT=1) run for linux/386
 #    (natively or emulated), linux/arm64 and linux/s390x under qemu-user
 #    (and linux/arm with --full), and for wasip1 under wazero. The quick
@@ -531,7 +536,69 @@ tests_section() {
   done
 }
 
+# --- the CLI round trip ----------------------------------------------------
+
+# cli_run TARGET: the CLI built for TARGET makes an image from a host tree
+# with mkfs -d and copies it back out with get; the copy must equal the
+# tree (scripts/crosstree/crosstree.py: types, modes, owners, sizes, times
+# to the nanosecond, hard links, symlinks, devices, sparse files, user.*
+# xattrs, data), and e2fsck -fn must find the image clean.
+cli_run() {
+  local t=$1 n arch=${1#*/} run start log problems=()
+  n=$(short "$t")
+  run=${runner[$arch]}
+  log=$work/cli-$n.log
+  start=$(now)
+  if ! GOOS=linux GOARCH=$arch go build -o "$work/ext4go-$n" ./cmd/ext4go >"$log" 2>&1; then
+    fail "$t CLI mkfs -d and get: build" "$(since "$start")" "$log"
+    return
+  fi
+  rm -rf "$work/cli-$n"
+  if ! python3 scripts/crosstree/crosstree.py make "$work/cli-$n/src" >>"$log" 2>&1; then
+    skip "$t CLI mkfs -d and get" "the host tree could not be made (python3, root for devices and owners: $(tail -n 1 "$log"))"
+    return
+  fi
+  if ! $run "$work/ext4go-$n" mkfs -q -d "$work/cli-$n/src" "$work/cli-$n/img" >>"$log" 2>&1; then
+    problems+=("mkfs -d failed")
+  elif ! e2fsck -fn "$work/cli-$n/img" >>"$log" 2>&1; then
+    problems+=("e2fsck -fn finds problems in the image")
+  elif ! $run "$work/ext4go-$n" get "$work/cli-$n/img" / "$work/cli-$n/out" >>"$log" 2>&1; then
+    problems+=("get failed")
+  else
+    python3 scripts/crosstree/crosstree.py manifest "$work/cli-$n/src" >"$work/cli-$n/src.manifest"
+    python3 scripts/crosstree/crosstree.py manifest "$work/cli-$n/out" >"$work/cli-$n/out.manifest"
+    if ! diff "$work/cli-$n/src.manifest" "$work/cli-$n/out.manifest" >>"$log"; then
+      problems+=("the tree get gave back differs from the one mkfs -d read")
+    fi
+  fi
+  if [ ${#problems[@]} -eq 0 ]; then
+    pass "$t CLI ($(runner_name "$t")): mkfs -d of a host tree, e2fsck -fn clean, get gives the tree back unchanged ($(wc -l <"$work/cli-$n/src.manifest") entries)" "$(since "$start")"
+  else
+    fail "$t CLI ($(runner_name "$t")): $(IFS=';'; echo "${problems[*]}" | sed 's/;/; /g')" "$(since "$start")" "$log"
+  fi
+  rm -rf "$work/cli-$n"
+}
+
+cli_section() {
+  local targets=(linux/amd64 linux/386 linux/s390x) t
+  [ "$full" = 1 ] && targets=(linux/amd64 linux/386 linux/arm linux/arm64 linux/s390x)
+  if ! command -v python3 >/dev/null 2>&1; then
+    skip "CLI mkfs -d and get round trip" "python3 is not installed"
+    return
+  fi
+  for t in "${targets[@]}"; do
+    if ! can_run "$t"; then
+      skip "$t CLI mkfs -d and get" "$why_not"
+      continue
+    fi
+    progress "$t CLI mkfs -d and get"
+    cli_run "$t"
+    endprogress
+  done
+}
+
 [ "$do_probe" = 1 ] && probe_section
+[ "$do_probe" = 1 ] && cli_section
 [ "$do_tests" = 1 ] && tests_section
 
 n_pass=$(grep -c '^PASS' "$results")

@@ -35,12 +35,6 @@ func (co *copyOut) entryPath(dirfd int, name string) string {
 // a path (the attributes of a symbolic link or a device).
 func (co *copyOut) xattrPath(dirfd int, name string) string { return co.entryPath(dirfd, name) }
 
-// setFileTimes sets the times of the file name in dirfd (open as fd):
-// by name, there being no futimens here.
-func setFileTimes(_, dirfd int, name string, ts *[2]unix.Timespec) error {
-	return unix.UtimesNanoAt(dirfd, name, ts[:], unix.AT_SYMLINK_NOFOLLOW)
-}
-
 // processUmask returns the umask: umask(2) is the only way to read it,
 // which sets it for a moment for every goroutine of the process.
 func processUmask() uint32 {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -42,16 +41,6 @@ func (co *copyOut) xattrPath(dirfd int, name string) string {
 // mknodAt makes the device node, fifo or socket name in dirfd.
 func mknodAt(_ *copyOut, dirfd int, name string, mode uint32, dev uint64) error {
 	return unix.Mknodat(dirfd, name, mode, int(dev))
-}
-
-// setFileTimes sets the times of the open file fd: utimensat with a NULL
-// path (futimens), which x/sys/unix does not offer.
-func setFileTimes(fd, _ int, _ string, ts *[2]unix.Timespec) error {
-	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(ts)), 0, 0, 0)
-	if errno != 0 {
-		return errno
-	}
-	return nil
 }
 
 // processUmask returns the umask, as /proc/self/status shows it: setting

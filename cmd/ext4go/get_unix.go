@@ -516,18 +516,9 @@ func (co *copyOut) applyMeta(dirfd int, name string, fd int, src string, m hostM
 			co.warn("cannot set xattr "+x.name, err)
 		}
 	}
-	// Not UnixNano: ext4 times reach the year 2446, past int64
-	// nanoseconds (and past a 32-bit time_t, which says ERANGE).
-	var ts [2]unix.Timespec
-	var err error
-	if ts[0], err = unix.TimeToTimespec(m.atime); err == nil {
-		ts[1], err = unix.TimeToTimespec(m.mtime)
-	}
-	if err == nil && fd >= 0 {
-		err = setFileTimes(fd, dirfd, name, &ts)
-	} else if err == nil {
-		err = unix.UtimesNanoAt(dirfd, name, ts[:], unix.AT_SYMLINK_NOFOLLOW)
-	}
+	// ext4 times reach the year 2446, past int64 nanoseconds and past a
+	// 32-bit time_t: host.SetTimes takes them all.
+	err := host.SetTimes(fd, dirfd, name, m.atime, m.mtime)
 	if err != nil {
 		return fmt.Errorf("set times of %s: %w", displayPath(src), err)
 	}

@@ -2,7 +2,6 @@ package host
 
 import (
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,35 +17,45 @@ func FromUnix(st *unix.Stat_t) Stat {
 	}
 }
 
-// StatAt is fstatat(2) of name in dirfd, not following a last symlink;
-// with name "" it is fstat(2) of dirfd itself.
-//
-// Where struct stat holds 32-bit seconds (386, arm) the kernel cuts times
-// past 2038 to fit (2100 reads as 1963), so the times are read again with
-// statx(2), whose seconds have 64 bits.
+// StatAt is statx(2) of name in dirfd, not following a last symlink;
+// with name "" it is of dirfd itself. statx, not fstatat: its seconds
+// have 64 bits where struct stat's have 32 (386, arm: a time past 2038
+// read as 1963), and qemu-user answers stat for some platforms (s390x)
+// without nanoseconds but statx with them. A kernel without statx (before
+// 4.11) gets fstatat.
 func StatAt(dirfd int, name string) (Stat, error) {
-	var st unix.Stat_t
 	flags := unix.AT_SYMLINK_NOFOLLOW
-	var err error
 	if name == "" {
-		flags = unix.AT_EMPTY_PATH
+		flags |= unix.AT_EMPTY_PATH
+	}
+	var sx unix.Statx_t
+	err := unix.Statx(dirfd, name, flags, unix.STATX_BASIC_STATS, &sx)
+	if err == nil {
+		return fromStatx(&sx), nil
+	}
+	if err != unix.ENOSYS {
+		return Stat{}, err
+	}
+	var st unix.Stat_t
+	if name == "" {
 		err = unix.Fstat(dirfd, &st)
 	} else {
-		err = unix.Fstatat(dirfd, name, &st, flags)
+		err = unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	}
 	if err != nil {
 		return Stat{}, err
 	}
-	s := FromUnix(&st)
-	if unsafe.Sizeof(st.Mtim.Sec) < 8 {
-		const want = unix.STATX_ATIME | unix.STATX_MTIME
-		var sx unix.Statx_t
-		if unix.Statx(dirfd, name, flags, want, &sx) == nil && sx.Mask&want == want {
-			s.Atime = time.Unix(sx.Atime.Sec, int64(sx.Atime.Nsec))
-			s.Mtime = time.Unix(sx.Mtime.Sec, int64(sx.Mtime.Nsec))
-		}
+	return FromUnix(&st), nil
+}
+
+func fromStatx(sx *unix.Statx_t) Stat {
+	return Stat{
+		Mode: uint32(sx.Mode), UID: sx.Uid, GID: sx.Gid, Nlink: uint64(sx.Nlink),
+		Dev: unix.Mkdev(sx.Dev_major, sx.Dev_minor), Ino: sx.Ino, HasID: true,
+		Rdev: unix.Mkdev(sx.Rdev_major, sx.Rdev_minor),
+		Size: int64(sx.Size), Blocks: int64(sx.Blocks), Blksize: int64(sx.Blksize),
+		Atime: time.Unix(sx.Atime.Sec, int64(sx.Atime.Nsec)), Mtime: time.Unix(sx.Mtime.Sec, int64(sx.Mtime.Nsec)),
 	}
-	return s, nil
 }
 
 // HostDev is the host's dev_t of ext4's device number dev (Linux's).
