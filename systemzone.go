@@ -3,44 +3,89 @@ package ext4go
 import (
 	"fmt"
 	"slices"
-	"sort"
+
+	"github.com/ext4go/ext4go/internal/super"
+	"github.com/ext4go/ext4go/internal/syszone"
 )
 
-// systemZone is the sorted, merged list of block ranges holding fixed
-// metadata: superblock and descriptor copies, reserved GDT blocks,
-// bitmaps, inode tables, and the journal (kernel: the block_validity
-// system zone, ext4_setup_system_zone). The allocator never hands these
-// out nor takes them back (mballoc.SystemZone): on a corrupt image whose
-// bitmaps mark them free, a change fails as corruption instead of writing
-// file data over the journal or an inode table. Immutable once built.
-type systemZone struct {
-	ranges [][2]uint64 // [start, end), sorted, not overlapping
-}
+// The system zone (internal/syszone) is built at every open, read-only
+// too, as the kernel builds it at mount (ext4_setup_system_zone): the
+// fixed metadata of every group, then the journal's blocks as the journal
+// inode's own. The allocator (mballoc.SystemZone) neither hands out nor
+// frees a block of it.
 
-// buildSystemZone lists the fixed metadata of every group.
-func (f *FS) buildSystemZone() *systemZone {
+// buildSystemZone lists the fixed metadata of every group: superblock
+// and descriptor copies, reserved GDT blocks (the resize inode's own when
+// the filesystem has one: they are what it maps), bitmaps and inode
+// tables.
+func (f *FS) buildSystemZone() *syszone.Zone {
 	sb := f.sb
-	var rs [][2]uint64
-	add := func(start, n uint64) {
+	var fixed, reserved []syszone.Range
+	add := func(rs *[]syszone.Range, start, n uint64) {
 		if n > 0 {
-			rs = append(rs, [2]uint64{start, start + n})
+			*rs = append(*rs, syszone.Range{Start: start, End: start + n})
 		}
 	}
 	itb := uint64(sb.InodeTableBlocks())
 	for g := range f.groups {
 		o := sb.GroupOverhead(uint32(g))
 		if o.HasSuper {
-			add(o.SuperBlock, 1)
+			add(&fixed, o.SuperBlock, 1)
 		}
 		if o.GDTBlocks > 0 {
-			add(o.GDT, uint64(o.GDTBlocks)+uint64(o.ReservedGDT))
+			add(&fixed, o.GDT, uint64(o.GDTBlocks))
+			add(&reserved, o.GDT+uint64(o.GDTBlocks), uint64(o.ReservedGDT))
 		}
 		gd := f.groups[g]
-		add(gd.BlockBitmap, 1)
-		add(gd.InodeBitmap, 1)
-		add(gd.InodeTable, itb)
+		add(&fixed, gd.BlockBitmap, 1)
+		add(&fixed, gd.InodeBitmap, 1)
+		add(&fixed, gd.InodeTable, itb)
 	}
-	return &systemZone{ranges: mergeRanges(rs)}
+	if !sb.HasCompat(super.CompatResizeInode) {
+		return syszone.New(append(fixed, reserved...))
+	}
+	return syszone.New(fixed).WithOwner(super.ResizeIno, reserved)
+}
+
+// protectJournal adds the internal journal's blocks to the system zone as
+// the journal inode's own (kernel: ext4_protect_reserved_inode); a journal
+// that overlaps the fixed metadata is refused as corrupt. A filesystem
+// without an internal journal keeps its zone. Called again (a replay's
+// view), it finds the journal's blocks its own already.
+func (f *FS) protectJournal() error {
+	sb := f.sb
+	if !sb.HasCompat(super.CompatHasJournal) || sb.JournalInum == 0 || sb.HasIncompat(super.IncompatJournalDev) {
+		return nil
+	}
+	n, err := f.readInode(sb.JournalInum)
+	if err != nil {
+		return fmt.Errorf("journal inode: %w", err)
+	}
+	runs, err := f.buildMapping(n, n.in())
+	if err != nil {
+		return fmt.Errorf("journal inode %d: %w", sb.JournalInum, err)
+	}
+	z := f.zone.Load()
+	rs := make([]syszone.Range, 0, len(runs))
+	for _, r := range runs {
+		if !z.Permits(sb.JournalInum, r.physical, r.length) {
+			return &CorruptError{What: "journal inode", Block: int64(r.physical), Ino: sb.JournalInum,
+				Detail: fmt.Sprintf("journal blocks %d+%d overlap the filesystem's fixed metadata", r.physical, r.length)}
+		}
+		rs = append(rs, syszone.Range{Start: r.physical, End: r.physical + r.length})
+	}
+	f.zone.Store(z.WithOwner(sb.JournalInum, rs))
+	return nil
+}
+
+// zoneRanges returns the whole system zone as [start, end) pairs.
+func (f *FS) zoneRanges() [][2]uint64 {
+	rs := f.zone.Load().Ranges()
+	out := make([][2]uint64, len(rs))
+	for i, r := range rs {
+		out[i] = [2]uint64{r.Start, r.End}
+	}
+	return out
 }
 
 func mergeRanges(rs [][2]uint64) [][2]uint64 {
@@ -64,30 +109,7 @@ func mergeRanges(rs [][2]uint64) [][2]uint64 {
 	return out
 }
 
-// overlaps reports whether [block, block+count) meets the zone.
-func (z *systemZone) overlaps(block, count uint64) bool {
-	end := block + count
-	i := sort.Search(len(z.ranges), func(i int) bool { return z.ranges[i][1] > block })
-	return i < len(z.ranges) && z.ranges[i][0] < end
-}
-
-// withJournal checks the journal's blocks against the fixed metadata
-// (the kernel refuses a journal inode that overlaps it:
-// ext4_protect_reserved_inode) and adds them to the zone.
-func (z *systemZone) withJournal(runs []run, ino uint32) (*systemZone, error) {
-	rs := slices.Clone(z.ranges)
-	for _, r := range runs {
-		if z.overlaps(r.physical, r.length) {
-			return nil, &CorruptError{What: "journal inode", Block: int64(r.physical), Ino: ino,
-				Detail: fmt.Sprintf("journal blocks %d+%d overlap the filesystem's fixed metadata", r.physical, r.length)}
-		}
-		rs = append(rs, [2]uint64{r.physical, r.physical + r.length})
-	}
-	return &systemZone{ranges: mergeRanges(rs)}, nil
-}
-
 // InSystemZone implements mballoc.SystemZone.
 func (s blockStore) InSystemZone(block, count uint64) bool {
-	z := s.f.zone.Load()
-	return z != nil && z.overlaps(block, count)
+	return s.f.zone.Load().Overlaps(block, count)
 }
