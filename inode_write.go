@@ -157,7 +157,7 @@ func (f *FS) checkFreeable(n *node) error {
 		}
 	}
 	if blk := in.ACLBlock(f.is64); blk != 0 {
-		b, err := f.readBlock(blk, "xattr block")
+		b, err := f.readXattrBlock(n.ino, blk)
 		if err != nil {
 			return err
 		}
@@ -211,7 +211,7 @@ func (f *FS) prepareFree(n *node, from uint64, whole bool) error {
 		// A tree that is only its root (up to four extents, a
 		// fallocate2 file's): its extents straight from i_block, without
 		// building and caching the node's block map (a dozen objects).
-		t := extent.Tree{Root: in.Block[:], BlockSize: int(f.blockSize), FirstDataBlock: uint64(f.sb.FirstDataBlock), BlocksCount: f.sb.BlocksCount(), Ino: n.ino}
+		t := extent.Tree{Root: in.Block[:], BlockSize: int(f.blockSize), FirstDataBlock: uint64(f.sb.FirstDataBlock), BlocksCount: f.sb.BlocksCount(), Zone: f.zone.Load(), Ino: n.ino}
 		var buf [4]extent.Extent
 		exts, ok, err := t.RootLeaf(&buf)
 		if err != nil {
@@ -247,6 +247,9 @@ func (f *FS) prepareFree(n *node, from uint64, whole bool) error {
 	if whole {
 		if blk := in.ACLBlock(f.is64); blk != 0 {
 			add(blk, 1)
+			if err := f.checkXattrBlock(n.ino, blk); err != nil {
+				return err
+			}
 			if err := f.touchBlock(blk, "xattr block"); err != nil {
 				return err
 			}
@@ -292,7 +295,7 @@ func (f *FS) freeInodeIn(h handle, n *node) error {
 		}
 	}
 	if blk := in.ACLBlock(f.is64); blk != 0 {
-		if err := f.releaseXattrBlock(h, blk); err != nil {
+		if err := f.releaseXattrBlock(h, n.ino, blk); err != nil {
 			return err
 		}
 		in.FileACL = 0
@@ -330,9 +333,12 @@ func (f *FS) hasBlockMap(n *node, in *inode.Inode) bool {
 	return false
 }
 
-// releaseXattrBlock drops one reference to a shared xattr block, freeing
-// it with the last (kernel: ext4_xattr_release_block).
-func (f *FS) releaseXattrBlock(h handle, blk uint64) error {
+// releaseXattrBlock drops inode ino's reference to a shared xattr block,
+// freeing it with the last (kernel: ext4_xattr_release_block).
+func (f *FS) releaseXattrBlock(h handle, ino uint32, blk uint64) error {
+	if err := f.checkXattrBlock(ino, blk); err != nil {
+		return err
+	}
 	free := false
 	var entries []xattr.Entry
 	// Under the cache's lock, so that no other inode takes a reference

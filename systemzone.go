@@ -11,8 +11,14 @@ import (
 // The system zone (internal/syszone) is built at every open, read-only
 // too, as the kernel builds it at mount (ext4_setup_system_zone): the
 // fixed metadata of every group, then the journal's blocks as the journal
-// inode's own. The allocator (mballoc.SystemZone) neither hands out nor
-// frees a block of it.
+// inode's own. It is the one place consulted by everything that follows a
+// block number found in an inode: the extent trees and block maps (their
+// data blocks and their index and indirect blocks, through the Zone of
+// extent.Tree, extent.Editor, blockmap.Map and blockmap.Editor, which
+// covers file data, directory blocks and symlink targets read or
+// written), xattr blocks (checkXattrBlock), the data writes
+// (writeData), and the allocator (mballoc.SystemZone), which neither hands
+// out nor frees a block of it.
 
 // buildSystemZone lists the fixed metadata of every group: superblock
 // and descriptor copies, reserved GDT blocks (the resize inode's own when
@@ -107,6 +113,55 @@ func mergeRanges(rs [][2]uint64) [][2]uint64 {
 		out = append(out, r)
 	}
 	return out
+}
+
+// checkInodeBlocks refuses the count blocks from start as blocks inode ino
+// names outside its block mapping (its xattr block): outside the
+// filesystem, or in the system zone but for ranges ino owns (kernel:
+// ext4_inode_block_valid).
+func (f *FS) checkInodeBlocks(ino uint32, start, count uint64, what string) error {
+	end := start + count
+	if start <= uint64(f.sb.FirstDataBlock) || end < start || end > f.sb.BlocksCount() {
+		return &CorruptError{What: what, Block: int64(start), Ino: ino,
+			Detail: fmt.Sprintf("blocks %d+%d outside the filesystem (%d blocks)", start, count, f.sb.BlocksCount())}
+	}
+	if !f.zone.Load().Permits(ino, start, count) {
+		return &CorruptError{What: what, Block: int64(start), Ino: ino,
+			Detail: fmt.Sprintf("blocks %d+%d hold the filesystem's fixed metadata", start, count)}
+	}
+	return nil
+}
+
+// checkXattrBlock refuses blk as inode ino's xattr block where the kernel
+// refuses the inode (ext4_iget: "bad extended attribute block").
+func (f *FS) checkXattrBlock(ino uint32, blk uint64) error {
+	return f.checkInodeBlocks(ino, blk, 1, "xattr block")
+}
+
+// readXattrBlock reads inode ino's xattr block blk, refused as
+// checkXattrBlock says.
+func (f *FS) readXattrBlock(ino uint32, blk uint64) ([]byte, error) {
+	if err := f.checkXattrBlock(ino, blk); err != nil {
+		return nil, err
+	}
+	return f.readBlock(blk, "xattr block")
+}
+
+// checkDataWrite refuses a write of file data to the n bytes at device
+// offset off that would land in the system zone: the mappings were
+// checked when read and the allocator keeps off the zone, so this is the
+// last guard, whatever path the block number came by.
+func (f *FS) checkDataWrite(off, n int64) error {
+	if n <= 0 || off < 0 {
+		return nil
+	}
+	first := uint64(off / f.blockSize)
+	count := uint64((off+n-1)/f.blockSize) - first + 1
+	if f.zone.Load().Overlaps(first, count) {
+		return &CorruptError{What: "file data", Block: int64(first),
+			Detail: fmt.Sprintf("a write to blocks %d+%d would land in the filesystem's fixed metadata", first, count)}
+	}
+	return nil
 }
 
 // InSystemZone implements mballoc.SystemZone.

@@ -139,7 +139,7 @@ func (f *FS) changeXattr(h handle, n *node, c xattrChange) error {
 	oldBlk := in.ACLBlock(f.is64)
 	var oldRef uint32
 	if oldBlk != 0 {
-		b, err := f.readBlock(oldBlk, "xattr block")
+		b, err := f.readXattrBlock(n.ino, oldBlk)
 		if err != nil {
 			return err
 		}
@@ -394,7 +394,7 @@ func (f *FS) replaceXattrBlock(h handle, n *node, in *inode.Inode, oldBlk uint64
 		}
 	}
 	if oldBlk != 0 {
-		if err := f.releaseXattrBlock(h, oldBlk); err != nil {
+		if err := f.releaseXattrBlock(h, n.ino, oldBlk); err != nil {
 			return err
 		}
 		if err := f.addBlocks(in, -1); err != nil {
