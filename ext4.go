@@ -261,7 +261,13 @@ func newFS(d dev.Device, opts *Options, reproducible bool) (*FS, error) {
 	if err := f.loadGroups(); err != nil {
 		return nil, err
 	}
-	f.zone.Store(f.buildSystemZone())
+	zone, overlap := f.buildSystemZone()
+	if overlap != nil && f.opts.Writable {
+		// Read-only, such a filesystem is read as it is (the kernel
+		// also mounts it read-only past ext4_check_descriptors).
+		return nil, overlap
+	}
+	f.zone.Store(zone)
 	// A journal that cannot be mapped stays out of the zone: reading goes
 	// on without its protection, and a write through it (openJournal) or
 	// a replay (recoverJournal) fails on the same mapping.

@@ -23,34 +23,76 @@ import (
 // buildSystemZone lists the fixed metadata of every group: superblock
 // and descriptor copies, reserved GDT blocks (the resize inode's own when
 // the filesystem has one: they are what it maps), bitmaps and inode
-// tables.
-func (f *FS) buildSystemZone() *syszone.Zone {
+// tables. Two of them sharing a block is corruption (a bitmap in another
+// group's inode table, two groups with one bitmap), returned as the error
+// with the zone all the same: the kernel refuses to mount such a
+// filesystem (add_system_zone: "Unexpected overlap of system zones"),
+// ext4go only to change it, since its allocators would write the one
+// structure over the other.
+func (f *FS) buildSystemZone() (*syszone.Zone, error) {
 	sb := f.sb
-	var fixed, reserved []syszone.Range
-	add := func(rs *[]syszone.Range, start, n uint64) {
+	type part struct {
+		r        syszone.Range
+		reserved bool
+		what     string
+		group    int
+	}
+	var parts []part
+	add := func(start, n uint64, reserved bool, what string, g int) {
 		if n > 0 {
-			*rs = append(*rs, syszone.Range{Start: start, End: start + n})
+			parts = append(parts, part{syszone.Range{Start: start, End: start + n}, reserved, what, g})
 		}
 	}
 	itb := uint64(sb.InodeTableBlocks())
 	for g := range f.groups {
 		o := sb.GroupOverhead(uint32(g))
 		if o.HasSuper {
-			add(&fixed, o.SuperBlock, 1)
+			add(o.SuperBlock, 1, false, "superblock copy", g)
 		}
 		if o.GDTBlocks > 0 {
-			add(&fixed, o.GDT, uint64(o.GDTBlocks))
-			add(&reserved, o.GDT+uint64(o.GDTBlocks), uint64(o.ReservedGDT))
+			add(o.GDT, uint64(o.GDTBlocks), false, "group descriptors", g)
+			add(o.GDT+uint64(o.GDTBlocks), uint64(o.ReservedGDT), true, "reserved GDT blocks", g)
 		}
 		gd := f.groups[g]
-		add(&fixed, gd.BlockBitmap, 1)
-		add(&fixed, gd.InodeBitmap, 1)
-		add(&fixed, gd.InodeTable, itb)
+		add(gd.BlockBitmap, 1, false, "block bitmap", g)
+		add(gd.InodeBitmap, 1, false, "inode bitmap", g)
+		add(gd.InodeTable, itb, false, "inode table", g)
+	}
+	byStart := slices.Clone(parts)
+	slices.SortStableFunc(byStart, func(a, b part) int {
+		switch {
+		case a.r.Start < b.r.Start:
+			return -1
+		case a.r.Start > b.r.Start:
+			return 1
+		}
+		return 0
+	})
+	var overlap error
+	var reach part // of those seen, the one reaching furthest
+	for i, cur := range byStart {
+		if i > 0 && cur.r.Start < reach.r.End {
+			overlap = &CorruptError{What: fmt.Sprintf("group descriptor %d", cur.group), Block: int64(cur.r.Start),
+				Detail: fmt.Sprintf("the %s of group %d (blocks %d+%d) overlaps the %s of group %d (blocks %d+%d)",
+					cur.what, cur.group, cur.r.Start, cur.r.End-cur.r.Start, reach.what, reach.group, reach.r.Start, reach.r.End-reach.r.Start)}
+			break
+		}
+		if i == 0 || cur.r.End > reach.r.End {
+			reach = cur
+		}
+	}
+	var fixed, reserved []syszone.Range
+	for _, p := range parts {
+		if p.reserved {
+			reserved = append(reserved, p.r)
+		} else {
+			fixed = append(fixed, p.r)
+		}
 	}
 	if !sb.HasCompat(super.CompatResizeInode) {
-		return syszone.New(append(fixed, reserved...))
+		return syszone.New(append(fixed, reserved...)), overlap
 	}
-	return syszone.New(fixed).WithOwner(super.ResizeIno, reserved)
+	return syszone.New(fixed).WithOwner(super.ResizeIno, reserved), overlap
 }
 
 // protectJournal adds the internal journal's blocks to the system zone as
