@@ -18,9 +18,11 @@ import (
 // (the hostile-image harness found each of these) fail before they change
 // anything, with and without the journal: a remove or truncate of a file
 // whose blocks its bitmap has free, that names a block twice, or whose
-// i_blocks is smaller than what it maps; a create in an inline directory
-// whose entry cannot move to a block; and a writable open of a filesystem
-// whose groups share a bitmap (read-only, it opens).
+// i_blocks is smaller than what it maps; a create in an inline
+// directory whose entry cannot move to a block, in an htree whose root is
+// corrupt or in a directory with an entry past the inodes (an inode made
+// before the entry failed left its trace); and a writable open of a
+// filesystem whose groups share a bitmap (read-only, it opens).
 func TestCorruptChangeLeavesNoTrace(t *testing.T) {
 	testutil.RequireTools(t, "mke2fs", "debugfs", "e2fsck")
 	src := t.TempDir()
@@ -34,8 +36,18 @@ func TestCorruptChangeLeavesNoTrace(t *testing.T) {
 	f.Close()
 	os.Mkdir(filepath.Join(src, "idir"), 0o755)
 	os.WriteFile(filepath.Join(src, "idir", "a"), []byte("a\n"), 0o644) // idir stays inline
+	for _, d := range []string{"htree", "lin"} {
+		os.Mkdir(filepath.Join(src, d), 0o755)
+	}
+	for i := range 200 { // an htree once e2fsck -D indexes it
+		os.WriteFile(filepath.Join(src, "htree", fmt.Sprintf("entry-%03d", i)), nil, 0o644)
+	}
+	for i := range 8 { // more than inline data holds: a linear directory in a block
+		os.WriteFile(filepath.Join(src, "lin", fmt.Sprintf("file-number-%d", i)), nil, 0o644)
+	}
 	base := filepath.Join(t.TempDir(), "base.img")
 	testutil.Mke2fs(t, base, 16<<20, "-t", "ext4", "-b", "1024", "-O", "^metadata_csum,inline_data", "-d", src)
+	testutil.E2fsckFyD(t, base)
 	testutil.RequireFsckClean(t, base)
 	var blocks []uint64
 	for _, m := range regexp.MustCompile(`\((?:\d+)\):(\d+)`).FindAllStringSubmatch(testutil.Debugfs(t, base, "stat three"), -1) {
@@ -98,6 +110,29 @@ func TestCorruptChangeLeavesNoTrace(t *testing.T) {
 			}
 		}, ops: map[string]func(*ext4go.FS) error{
 			"create in": func(fsys *ext4go.FS) error { return fsys.WriteFile("idir/new", []byte("n"), 0o644) },
+		}},
+		{name: "htree root with an unknown hash", edit: func(t *testing.T, image string) {
+			root, err := strconv.ParseInt(strings.TrimSpace(testutil.Debugfs(t, image, "bmap htree 0")), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(image, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteAt([]byte{0x81}, root*1024+0x1C); err != nil { // dx_root_info.hash_version
+				t.Fatal(err)
+			}
+		}, ops: map[string]func(*ext4go.FS) error{
+			"create in": func(fsys *ext4go.FS) error { return fsys.WriteFile("htree/new", []byte("n"), 0o644) },
+			"mkdir in":  func(fsys *ext4go.FS) error { return fsys.Mkdir("htree/newdir", 0o755) },
+		}},
+		{name: "linear directory entry past the inodes", edit: func(t *testing.T, image string) {
+			testutil.SetDirEntryInode(t, image, "lin", "file-number-3", 1<<30)
+		}, ops: map[string]func(*ext4go.FS) error{
+			"create in":  func(fsys *ext4go.FS) error { return fsys.WriteFile("lin/new", []byte("n"), 0o644) },
+			"symlink in": func(fsys *ext4go.FS) error { return fsys.Symlink("x", "lin/newlink") },
 		}},
 		{name: "groups sharing an inode bitmap", openRefused: true, edit: func(t *testing.T, image string) {
 			m := regexp.MustCompile(`(?s)Group 0:.*?Inode bitmap at (\d+)`).FindStringSubmatch(testutil.Dumpe2fs(t, image))

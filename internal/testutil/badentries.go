@@ -75,7 +75,7 @@ func BadEntriesImage(t testing.TB) BadEntriesFixture {
 		BadEntry{Dir: "d", Name: "unused", Ino: 999},
 		BadEntry{Dir: "d", Name: "cleared", Ino: inodeOf(t, image, "d/cleared"), Listed: true})
 	for _, d := range []string{"d", "h"} {
-		setEntryInode(t, image, d, "oob", inodes+5)
+		SetDirEntryInode(t, image, d, "oob", inodes+5)
 		fx.Bad = append(fx.Bad, BadEntry{Dir: d, Name: "oob", Ino: inodes + 5})
 	}
 	fx.Image = image
@@ -102,9 +102,9 @@ func inodeOf(t testing.TB, image, p string) uint32 {
 	return uint32(n)
 }
 
-// setEntryInode rewrites the inode number of the entry name in directory
-// dir of image (1 KiB blocks, no checksums) to ino.
-func setEntryInode(t testing.TB, image, dir, name string, ino uint32) {
+// SetDirEntryInode rewrites the inode number of the entry name in
+// directory dir of image (1 KiB blocks, no metadata_csum) to ino.
+func SetDirEntryInode(t testing.TB, image, dir, name string, ino uint32) {
 	t.Helper()
 	f, err := os.OpenFile(image, os.O_RDWR, 0)
 	if err != nil {
