@@ -135,7 +135,7 @@ func (f *FS) extentTree(n *node, in *inode.Inode) *extent.Tree {
 		Root: in.Block[:], Read: extent.BlockReader(f.blockReader("extent tree block")),
 		View: f.viewExtentBlock, Sealed: f.viewSealedExtentBlock,
 		BlockSize: int(f.blockSize), FirstDataBlock: uint64(f.sb.FirstDataBlock),
-		BlocksCount: f.sb.BlocksCount(), Csum: f.csum && !f.opts.IgnoreChecksums,
+		BlocksCount: f.sb.BlocksCount(), Zone: f.zone.Load(), Csum: f.csum && !f.opts.IgnoreChecksums,
 		Seed: inode.Seed(f.seed, n.ino, in.Generation), Ino: n.ino,
 	}
 }
@@ -146,7 +146,7 @@ func (f *FS) blockMap(n *node, in *inode.Inode) *blockmap.Map {
 	return &blockmap.Map{
 		Root: in.Block[:], Read: blockmap.BlockReader(f.blockReader("indirect block")),
 		BlockSize: int(f.blockSize), FirstDataBlock: uint64(f.sb.FirstDataBlock),
-		BlocksCount: f.sb.BlocksCount(), Ino: n.ino,
+		BlocksCount: f.sb.BlocksCount(), Zone: f.zone.Load(), Ino: n.ino,
 	}
 }
 

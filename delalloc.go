@@ -479,6 +479,9 @@ func (f *FS) daWriteBlocks(pblk uint64, bl []daBlock) error {
 		for i := range k {
 			copy(buf[i*bs:], *bl[i].buf)
 		}
+		if err := f.checkDataWrite(int64(pblk)*int64(bs), int64(k*bs)); err != nil {
+			return err
+		}
 		if _, err := f.dev.WriteAt(buf[:k*bs], int64(pblk)*int64(bs)); err != nil {
 			return err
 		}

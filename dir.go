@@ -126,19 +126,53 @@ func (f *FS) dirEntries(n *node) ([]dir.Entry, error) {
 	return out, err
 }
 
-// readDir returns fs.DirEntry values for directory n.
+// readDir returns fs.DirEntry values for directory n: all it can read,
+// and a *SkippedEntriesError naming the entries it left out, or nil.
+// An entry is listed without its inode being read, as the kernel's
+// readdir lists it (a lookup or stat of a bad one fails), unless its file
+// type is unknown: then the type comes from the inode, and an entry whose
+// inode cannot be read is left out.
 func (f *FS) readDir(n *node) ([]fs.DirEntry, error) {
-	ents, err := f.dirEntries(n)
-	if err != nil {
-		return nil, err
+	var skipped []SkippedEntry
+	skip := func(lblk uint32, e *dir.Entry, err error) error {
+		s := SkippedEntry{Block: int64(lblk), Err: err}
+		if e != nil {
+			s.Name, s.Ino = string(e.Name), e.Inode
+		}
+		skipped = append(skipped, s)
+		return nil
+	}
+	var ents []dir.Entry
+	if n.hasInlineData() {
+		in, err := f.inlineDir(n)
+		if err != nil {
+			return nil, err
+		}
+		ents = in.Entries()
+	} else {
+		d, err := f.dirOf(n)
+		if err != nil {
+			return nil, err
+		}
+		err = d.IterateSkipping(func(_ uint32, _ int, e dir.Entry) error {
+			if string(e.Name) != "." && string(e.Name) != ".." {
+				ents = append(ents, e)
+			}
+			return nil
+		}, skip)
+		if err != nil {
+			return nil, err
+		}
 	}
 	fileType := f.sb.HasIncompat(super.IncompatFiletype)
 	out := make([]fs.DirEntry, 0, len(ents))
 	for _, e := range ents {
 		// A name no path can hold; the VFS fails getdents on it with EIO
-		// (verify_dirent_name).
+		// (verify_dirent_name), and hides what follows: here only it.
 		if len(e.Name) == 0 || bytes.IndexByte(e.Name, '/') >= 0 {
-			return nil, &CorruptError{What: "directory entry", Block: -1, Ino: n.ino, Detail: fmt.Sprintf("name %q is empty or holds a slash", e.Name)}
+			skipped = append(skipped, SkippedEntry{Name: string(e.Name), Ino: e.Inode, Block: -1,
+				Err: &CorruptError{What: "directory entry", Block: -1, Ino: n.ino, Detail: fmt.Sprintf("name %q is empty or holds a slash", e.Name)}})
+			continue
 		}
 		de := &dirEntry{fsys: f, name: string(e.Name), ino: e.Inode}
 		if t, ok := direntType(e.FileType); fileType && ok {
@@ -147,13 +181,76 @@ func (f *FS) readDir(n *node) ([]fs.DirEntry, error) {
 			// No (or a bad) type in the entry: ask the inode.
 			c, err := f.inode(e.Inode)
 			if err != nil {
-				return nil, fmt.Errorf("%q: %w", e.Name, err)
+				skipped = append(skipped, SkippedEntry{Name: de.name, Ino: e.Inode, Block: -1, Err: err})
+				continue
 			}
 			de.typ = goMode(c.in().Mode).Type()
 		}
 		out = append(out, de)
 	}
+	if len(skipped) > 0 {
+		return out, &SkippedEntriesError{Dir: n.ino, Entries: skipped}
+	}
 	return out, nil
+}
+
+// SkippedEntriesError comes with the entries ReadDir could read of a
+// directory some of whose entries it could not: an entry naming an inode
+// number outside the filesystem, one without a file type whose inode
+// cannot be read, one whose name no path can hold, or the rest of a
+// directory block from a damaged entry on (or all of a block that fails
+// its checksum or cannot be read). The kernel's readdir goes past such
+// entries too, reporting them in its log. errors.Is and errors.As look
+// at every cause (corruptions, or a block's read error).
+type SkippedEntriesError struct {
+	Dir     uint32 // the directory's inode number
+	Entries []SkippedEntry
+}
+
+// SkippedEntry is one entry, or the part of a directory block, that a
+// listing left out.
+type SkippedEntry struct {
+	// Name and Ino are the entry's name and inode number; Name is "" and
+	// Ino 0 for a part of a block whose entries cannot be told.
+	Name string
+	Ino  uint32
+	// Block is the directory's logical block holding it; -1 when not
+	// known.
+	Block int64
+	Err   error // why it was left out
+}
+
+func (s SkippedEntry) String() string {
+	if s.Name == "" && s.Ino == 0 {
+		return fmt.Sprintf("entries of block %d: %v", s.Block, s.Err)
+	}
+	return fmt.Sprintf("entry %q (inode %d): %v", s.Name, s.Ino, s.Err)
+}
+
+func (e *SkippedEntriesError) Error() string {
+	const shown = 3
+	var b strings.Builder
+	fmt.Fprintf(&b, "directory inode %d: %d left out of the listing: ", e.Dir, len(e.Entries))
+	for i, s := range e.Entries {
+		if i == shown {
+			fmt.Fprintf(&b, "; and %d more", len(e.Entries)-shown)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(s.String())
+	}
+	return b.String()
+}
+
+// Unwrap returns the causes, for errors.Is and errors.As.
+func (e *SkippedEntriesError) Unwrap() []error {
+	out := make([]error, len(e.Entries))
+	for i, s := range e.Entries {
+		out[i] = s.Err
+	}
+	return out
 }
 
 // direntType maps a dirent file type (EXT4_FT_*) to fs.FileMode type bits.

@@ -17,7 +17,13 @@
 // Errors: bad on-disk data is reported as *CorruptError or *ChecksumError
 // (both match ErrCorrupt with errors.Is) naming the structure and the block
 // or inode; features ext4go does not implement as *UnsupportedError
-// (ErrUnsupported). ext4go never panics on a bad image.
+// (ErrUnsupported). ext4go never panics on a bad image. A block an inode
+// names (file data, an extent tree or indirect block, an xattr or
+// directory block) that lies in the filesystem's fixed metadata (the
+// system zone: superblock and descriptor copies, bitmaps, inode tables,
+// the journal) is refused before it is read or written, as the kernel
+// refuses it. A directory listing leaves out the entries it cannot read
+// and names them in a *SkippedEntriesError returned with the others.
 //
 // Concurrency: an *FS and the files opened from it are safe for use by many
 // goroutines at once; reads of different files never wait for each other.

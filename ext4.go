@@ -19,6 +19,7 @@ import (
 	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/pad"
 	"github.com/ext4go/ext4go/internal/super"
+	"github.com/ext4go/ext4go/internal/syszone"
 	"github.com/ext4go/ext4go/internal/txn"
 )
 
@@ -138,7 +139,9 @@ type FS struct {
 
 	replay *JournalReplay // the in-memory journal replay of a read-only open, or nil
 
-	zone atomic.Pointer[systemZone] // fixed metadata the allocator must not touch (writable opens)
+	// zone is the system zone (systemzone.go): set at open, then with the
+	// journal's blocks added; never nil after newFS.
+	zone atomic.Pointer[syszone.Zone]
 
 	// fault, when set (by tests), is asked before every block and inode
 	// allocation and block read whether to fail it (fault injection).
@@ -258,6 +261,17 @@ func newFS(d dev.Device, opts *Options, reproducible bool) (*FS, error) {
 	if err := f.loadGroups(); err != nil {
 		return nil, err
 	}
+	zone, overlap := f.buildSystemZone()
+	if overlap != nil && f.opts.Writable {
+		// Read-only, such a filesystem is read as it is (the kernel
+		// also mounts it read-only past ext4_check_descriptors).
+		return nil, overlap
+	}
+	f.zone.Store(zone)
+	// A journal that cannot be mapped stays out of the zone: reading goes
+	// on without its protection, and a write through it (openJournal) or
+	// a replay (recoverJournal) fails on the same mapping.
+	_ = f.protectJournal()
 	if sb.HasIncompat(super.IncompatRecover) && !f.opts.IgnoreJournal {
 		// Read what the kernel would after its recovery: the journal
 		// replayed into memory over the device, and everything read

@@ -99,15 +99,9 @@ func (f *FS) replayFastCommits(d dev.Device, rec *jbd2.Recovery) (map[uint64][]b
 	if err != nil {
 		return nil, fmt.Errorf("opening the replayed filesystem: %w", err)
 	}
-	// Opened without its journal, the view must still keep off it.
-	jf, err := w.openJournalFile()
-	if err == nil {
-		var zone *systemZone
-		if zone, err = w.zone.Load().withJournal(jf.runs, sb.JournalInum); err == nil {
-			w.zone.Store(zone)
-		}
-	}
-	if err != nil {
+	// Opened without its journal, the view must still keep off it: its
+	// open tolerates a journal it cannot map, the replay does not.
+	if err := w.protectJournal(); err != nil {
 		w.tm.Abort(err)
 		w.Close()
 		return nil, fmt.Errorf("the journal of the replayed filesystem: %w", err)
@@ -697,7 +691,7 @@ func (r *fcReplay) finish() (err error) {
 	if err := r.checkRanges(final); err != nil {
 		return err
 	}
-	free := subtractRanges(subtractRanges(mergeRanges(r.released), final), f.zone.Load().ranges)
+	free := subtractRanges(subtractRanges(mergeRanges(r.released), final), f.zoneRanges())
 	h, err := f.begin()
 	if err != nil {
 		return err
@@ -739,7 +733,7 @@ func (r *fcReplay) checkRanges(rs [][2]uint64) error {
 		if x[0] < uint64(f.sb.FirstDataBlock) || x[1] > f.sb.BlocksCount() || x[1] <= x[0] {
 			return &CorruptError{What: "journal", Block: int64(x[0]), Detail: "the fast commits map blocks outside the filesystem"}
 		}
-		if f.zone.Load().overlaps(x[0], x[1]-x[0]) {
+		if f.zone.Load().Overlaps(x[0], x[1]-x[0]) {
 			return &CorruptError{What: "journal", Block: int64(x[0]), Detail: "the fast commits map blocks of the filesystem's metadata"}
 		}
 	}

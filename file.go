@@ -26,11 +26,12 @@ type File struct {
 	mu      sync.Mutex // protects off, dir and closed
 	off     int64
 	dir     []fs.DirEntry // directory entries not yet returned; nil until first ReadDir
+	dirErr  error         // the listing's entries left out (*SkippedEntriesError), not yet returned
 	dirRead bool
 	closed  bool
 	// 128 bytes in all, as node (files opened one after the other by
 	// different goroutines take their own mu on every call).
-	_ [40 * pad.On]byte
+	_ [24 * pad.On]byte
 }
 
 var (
@@ -141,7 +142,9 @@ func (f *File) Seek(offset int64, whence int) (int64, error) {
 
 // ReadDir reads the directory's entries in name order, as fs.ReadDirFile
 // describes: n > 0 returns at most n entries and io.EOF at the end; n <= 0
-// returns all that remain.
+// returns all that remain. Entries it cannot read are left out and named
+// by a *SkippedEntriesError (in an *fs.PathError), returned once: with
+// the entries by n <= 0, in place of the first io.EOF by n > 0.
 func (f *File) ReadDir(count int) ([]fs.DirEntry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -155,22 +158,30 @@ func (f *File) ReadDir(count int) ([]fs.DirEntry, error) {
 		f.n.mu.RLock()
 		ents, err := f.fsys.readDir(f.n)
 		f.n.mu.RUnlock()
-		if err != nil {
+		var skipped *SkippedEntriesError
+		if err != nil && !errors.As(err, &skipped) {
 			return nil, &fs.PathError{Op: "readdir", Path: f.name, Err: err}
 		}
 		sortEntries(ents)
-		f.dir, f.dirRead = ents, true
+		f.dir, f.dirRead, f.dirErr = ents, true, nil
+		if skipped != nil {
+			f.dirErr = &fs.PathError{Op: "readdir", Path: f.name, Err: skipped}
+		}
 		f.fsys.touchAtime(f.n)
 	}
 	if count <= 0 {
-		ents := f.dir
-		f.dir = nil
+		ents, err := f.dir, f.dirErr
+		f.dir, f.dirErr = nil, nil
 		if ents == nil {
 			ents = []fs.DirEntry{}
 		}
-		return ents, nil
+		return ents, err
 	}
 	if len(f.dir) == 0 {
+		if err := f.dirErr; err != nil {
+			f.dirErr = nil
+			return nil, err
+		}
 		return nil, io.EOF
 	}
 	count = min(count, len(f.dir))

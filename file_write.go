@@ -297,7 +297,7 @@ func (f *FS) editor(n *node, in *inode.Inode, s *extStore) fileMap {
 	if !in.HasFlag(inode.FlagExtents) {
 		return blockMap{&blockmap.Editor{
 			Root: &in.Block, Store: s, BlockSize: int(f.blockSize), Ino: n.ino,
-			FirstDataBlock: uint64(f.sb.FirstDataBlock), BlocksCount: f.sb.BlocksCount(),
+			FirstDataBlock: uint64(f.sb.FirstDataBlock), BlocksCount: f.sb.BlocksCount(), Zone: f.zone.Load(),
 		}}
 	}
 	// Field by field: the editor's scratch, cleared of pointers by
@@ -306,7 +306,7 @@ func (f *FS) editor(n *node, in *inode.Inode, s *extStore) fileMap {
 	e.Root, e.Store, e.BlockSize = &in.Block, s, int(f.blockSize)
 	e.Csum, e.Seed, e.Ino = f.csum, inode.Seed(f.seed, n.ino, in.Generation), n.ino
 	e.DeferSum = f.csum // extStore.WriteNode computes the tails
-	e.FirstDataBlock, e.BlocksCount = uint64(f.sb.FirstDataBlock), f.sb.BlocksCount()
+	e.FirstDataBlock, e.BlocksCount, e.Zone = uint64(f.sb.FirstDataBlock), f.sb.BlocksCount(), f.zone.Load()
 	e.View, e.Sealed = f.viewExtentBlock, f.viewSealedExtentBlock
 	return extentMap{e}
 }
@@ -697,6 +697,9 @@ func (f *FS) writeData(pblk, lblk uint64, p []byte, pos int64, fresh bool) error
 	}
 	bs := f.blockSize
 	start := int64(pblk)*bs + (pos - int64(lblk)*bs)
+	if err := f.checkDataWrite(start, int64(len(p))); err != nil {
+		return err
+	}
 	if !fresh {
 		_, err := f.dev.WriteAt(p, start)
 		return err
@@ -734,6 +737,9 @@ func (f *FS) zeroData(n *node, in *inode.Inode, from, to int64) error {
 		}
 		chunk := min(to-pos, int64(lblk+mp.Len)*bs-pos)
 		if !mp.Hole() && !mp.Unwritten {
+			if err := f.checkDataWrite(int64(mp.Physical)*bs+pos%bs, chunk); err != nil {
+				return err
+			}
 			zeros := make([]byte, chunk)
 			if _, err := f.dev.WriteAt(zeros, int64(mp.Physical)*bs+pos%bs); err != nil {
 				return err

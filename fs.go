@@ -82,7 +82,8 @@ func (f *FS) ReadLink(name string) (string, error) {
 }
 
 // ReadDir reads the named directory and returns its entries sorted by name,
-// without "." and "..".
+// without "." and "..". Entries it cannot read are left out and named by
+// a *SkippedEntriesError (in an *fs.PathError) returned with the rest.
 func (f *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 	n, err := f.resolve("readdir", name, true)
 	if err != nil {
@@ -99,10 +100,10 @@ func (f *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 		ents, err = f.readDir(n)
 	}
 	n.mu.RUnlock()
-	if err != nil {
-		return nil, &fs.PathError{Op: "readdir", Path: name, Err: err}
-	}
 	sortEntries(ents)
+	if err != nil {
+		return ents, &fs.PathError{Op: "readdir", Path: name, Err: err}
+	}
 	return ents, nil
 }
 

@@ -157,7 +157,7 @@ func (f *FS) checkFreeable(n *node) error {
 		}
 	}
 	if blk := in.ACLBlock(f.is64); blk != 0 {
-		b, err := f.readBlock(blk, "xattr block")
+		b, err := f.readXattrBlock(n.ino, blk)
 		if err != nil {
 			return err
 		}
@@ -197,29 +197,42 @@ func (f *FS) checkFreeable(n *node) error {
 func (f *FS) prepareFree(n *node, from uint64, whole bool) error {
 	in := n.inLocked() // not marked: a truncate's copy may reuse the version it replaces
 	groups := map[uint32]bool{}
+	// frees are the blocks the change may free, as [start, count]: on
+	// the stack for the hot paths' small trees.
+	var buf [8][2]uint64
+	frees := buf[:0]
 	add := func(start, count uint64) {
 		if count == 0 || start >= f.sb.BlocksCount() {
 			return
 		}
+		frees = append(frees, [2]uint64{start, count})
 		last := min(start+count-1, f.sb.BlocksCount()-1)
 		for g := f.w.balloc.GroupOf(start); g <= f.w.balloc.GroupOf(last); g++ {
 			groups[g] = true
 		}
+	}
+	// addFrom adds the part of a run from file block from on.
+	addFrom := func(logical, physical, length uint64) {
+		if logical+length <= from {
+			return
+		}
+		skip := from - min(from, logical)
+		add(physical+skip, length-skip)
 	}
 	leaf := false
 	if !in.HasFlag(inode.FlagInlineData) && in.HasFlag(inode.FlagExtents) {
 		// A tree that is only its root (up to four extents, a
 		// fallocate2 file's): its extents straight from i_block, without
 		// building and caching the node's block map (a dozen objects).
-		t := extent.Tree{Root: in.Block[:], BlockSize: int(f.blockSize), FirstDataBlock: uint64(f.sb.FirstDataBlock), BlocksCount: f.sb.BlocksCount(), Ino: n.ino}
-		var buf [4]extent.Extent
-		exts, ok, err := t.RootLeaf(&buf)
+		t := extent.Tree{Root: in.Block[:], BlockSize: int(f.blockSize), FirstDataBlock: uint64(f.sb.FirstDataBlock), BlocksCount: f.sb.BlocksCount(), Zone: f.zone.Load(), Ino: n.ino}
+		var ebuf [4]extent.Extent
+		exts, ok, err := t.RootLeaf(&ebuf)
 		if err != nil {
 			return err
 		}
-		for _, e := range exts {
-			if uint64(e.Logical)+uint64(e.Len) > from {
-				add(e.Start, uint64(e.Len))
+		if ok {
+			for _, e := range exts {
+				addFrom(uint64(e.Logical), e.Start, uint64(e.Len))
 			}
 		}
 		leaf = ok
@@ -230,23 +243,27 @@ func (f *FS) prepareFree(n *node, from uint64, whole bool) error {
 			return err
 		}
 		for _, r := range runs {
-			if r.logical+r.length > from {
-				add(r.physical, r.length)
-			}
+			addFrom(r.logical, r.physical, r.length)
 		}
+		var nodes []uint64
 		if in.HasFlag(inode.FlagExtents) {
-			nodes, err := f.extentTree(n, in).Blocks()
-			if err != nil {
-				return err
-			}
-			for _, b := range nodes {
-				add(b, 1)
-			}
+			nodes, err = f.extentTree(n, in).Blocks()
+		} else {
+			nodes, err = f.blockMap(n, in).IndirectBlocks()
+		}
+		if err != nil {
+			return err
+		}
+		for _, b := range nodes {
+			add(b, 1)
 		}
 	}
 	if whole {
 		if blk := in.ACLBlock(f.is64); blk != 0 {
 			add(blk, 1)
+			if err := f.checkXattrBlock(n.ino, blk); err != nil {
+				return err
+			}
 			if err := f.touchBlock(blk, "xattr block"); err != nil {
 				return err
 			}
@@ -256,6 +273,9 @@ func (f *FS) prepareFree(n *node, from uint64, whole bool) error {
 		if err := f.w.balloc.Load(g); err != nil {
 			return err
 		}
+	}
+	if err := f.checkFrees(n, in, frees); err != nil {
+		return err
 	}
 	if whole {
 		group, _, _ := f.sb.GroupOfInode(n.ino)
@@ -268,6 +288,37 @@ func (f *FS) prepareFree(n *node, from uint64, whole bool) error {
 		err = f.touchBlock(blk, "inode table")
 	}
 	return err
+}
+
+// checkFrees refuses, before anything changes, a free the change could
+// not finish: a block in use by n that its group's bitmap has free, a
+// block n names twice, or more blocks than n's i_blocks counts (its
+// count would go below zero). Each would stop the change half way
+// through, after it had unlinked or unmapped what it frees (kernel:
+// ext4_free_blocks finds the bit already cleared and marks the
+// filesystem in error). frees ([start, count]) is sorted in place.
+func (f *FS) checkFrees(n *node, in *inode.Inode, frees [][2]uint64) error {
+	var total uint64
+	for i := 1; i < len(frees); i++ { // insertion sort: few, and no allocation
+		for j := i; j > 0 && frees[j][0] < frees[j-1][0]; j-- {
+			frees[j], frees[j-1] = frees[j-1], frees[j]
+		}
+	}
+	for i, r := range frees {
+		total += r[1]
+		if i > 0 && frees[i-1][0]+frees[i-1][1] > r[0] {
+			return &CorruptError{What: "inode", Block: int64(r[0]), Ino: n.ino,
+				Detail: fmt.Sprintf("block %d is mapped twice (blocks %d+%d and %d+%d)", r[0], frees[i-1][0], frees[i-1][1], r[0], r[1])}
+		}
+		if err := f.w.balloc.CheckInUse(r[0], r[1]); err != nil {
+			return fserr.At(err, int64(r[0]), n.ino)
+		}
+	}
+	if counted := in.Sectors(uint32(f.blockSize), f.hugeFile) / uint64(f.blockSize/512); total > counted {
+		return &CorruptError{What: "inode", Block: -1, Ino: n.ino,
+			Detail: fmt.Sprintf("i_blocks counts %d blocks, fewer than the %d to be freed", counted, total)}
+	}
+	return nil
 }
 
 // freeInodeIn releases an inode with no links and no open files, in h:
@@ -292,7 +343,7 @@ func (f *FS) freeInodeIn(h handle, n *node) error {
 		}
 	}
 	if blk := in.ACLBlock(f.is64); blk != 0 {
-		if err := f.releaseXattrBlock(h, blk); err != nil {
+		if err := f.releaseXattrBlock(h, n.ino, blk); err != nil {
 			return err
 		}
 		in.FileACL = 0
@@ -330,9 +381,12 @@ func (f *FS) hasBlockMap(n *node, in *inode.Inode) bool {
 	return false
 }
 
-// releaseXattrBlock drops one reference to a shared xattr block, freeing
-// it with the last (kernel: ext4_xattr_release_block).
-func (f *FS) releaseXattrBlock(h handle, blk uint64) error {
+// releaseXattrBlock drops inode ino's reference to a shared xattr block,
+// freeing it with the last (kernel: ext4_xattr_release_block).
+func (f *FS) releaseXattrBlock(h handle, ino uint32, blk uint64) error {
+	if err := f.checkXattrBlock(ino, blk); err != nil {
+		return err
+	}
 	free := false
 	var entries []xattr.Entry
 	// Under the cache's lock, so that no other inode takes a reference

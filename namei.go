@@ -346,6 +346,22 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 		return nil, err
 	}
 	defer h.End()
+	// On failure every step is undone: the parent's blocks, then the
+	// child (its blocks, then the inode itself).
+	pu := newUndo(f, h)
+	defer pu.release()
+	pin := editInode(parent)
+	ds := f.newDirStore(h, parent, pin, pu)
+	defer ds.release()
+	ed := f.dirEditor(ds)
+	ed.NameChecked = true // looked up above (or known absent), under parent.mu
+	// A directory that cannot take the name (a corrupt block or index on
+	// the way) is refused before an inode is made for it, which its undo
+	// would free but not unwrite.
+	nameb := []byte(name)
+	if err := ed.CheckAdd(nameb); err != nil {
+		return nil, err
+	}
 	child, err := f.newInode(h, parent, name, e.mode, e.uid, e.gid)
 	if err != nil {
 		if errors.Is(err, syscall.ENOSPC) {
@@ -355,10 +371,6 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 	}
 	child.mu.Lock()
 	defer child.mu.Unlock()
-	// On failure every step is undone: the parent's blocks, then the
-	// child (its blocks, then the inode itself).
-	pu := newUndo(f, h)
-	defer pu.release()
 	undo := func(err error) (*node, error) {
 		pu.undo()
 		in := editInode(child)
@@ -381,12 +393,7 @@ func (f *FS) create(parent *node, name string, e newEntry) (*node, error) {
 			return undo(err)
 		}
 	}
-	pin := editInode(parent)
-	ds := f.newDirStore(h, parent, pin, pu)
-	defer ds.release()
-	ed := f.dirEditor(ds)
-	ed.NameChecked = true // looked up above (or known absent), under parent.mu
-	if err := ed.Add(dir.Entry{Inode: child.ino, Name: []byte(name), FileType: f.fileType(e.mode)}); err != nil {
+	if err := ed.Add(dir.Entry{Inode: child.ino, Name: nameb, FileType: f.fileType(e.mode)}); err != nil {
 		return undo(err)
 	}
 	f.finishDir(ed, pin)

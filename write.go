@@ -293,11 +293,12 @@ func (f *FS) openJournal() error {
 		return &CorruptError{What: "journal inode", Block: -1, Ino: sb.JournalInum,
 			Detail: fmt.Sprintf("the journal superblock says %d blocks, the inode maps %d", jsb.MaxLen, jf.mapped)}
 	}
-	zone, err := f.zone.Load().withJournal(jf.runs, sb.JournalInum)
-	if err != nil {
-		return err
+	if len(f.zone.Load().Owned(sb.JournalInum)) == 0 {
+		// Mapped now but not at open: a fault there, gone since.
+		if err := f.protectJournal(); err != nil {
+			return err
+		}
 	}
-	f.zone.Store(zone)
 	j, err := journal.Open(f.dev, int(f.blockSize), jsb, jf.phys, f.now, f.is64)
 	if err != nil {
 		return &CorruptError{What: "journal", Block: -1, Ino: sb.JournalInum, Detail: err.Error()}
@@ -381,7 +382,6 @@ func (f *FS) prepareWriter() error {
 		w.orphanFile = of
 	}
 	f.w = w
-	f.zone.Store(f.buildSystemZone())
 	geo := mballoc.Geometry{
 		BlockSize:      sb.BlockSize(),
 		ClusterRatio:   sb.ClusterRatio(),

@@ -38,7 +38,7 @@ func (f *FS) xattrEntries(n *node) ([]xattr.Entry, error) {
 		out = append(out, es...)
 	}
 	if blk := n.in().ACLBlock(f.is64); blk != 0 {
-		b, err := f.readBlock(blk, "xattr block")
+		b, err := f.readXattrBlock(n.ino, blk)
 		if err != nil {
 			return nil, fserr.At(err, int64(blk), n.ino)
 		}

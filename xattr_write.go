@@ -139,7 +139,7 @@ func (f *FS) changeXattr(h handle, n *node, c xattrChange) error {
 	oldBlk := in.ACLBlock(f.is64)
 	var oldRef uint32
 	if oldBlk != 0 {
-		b, err := f.readBlock(oldBlk, "xattr block")
+		b, err := f.readXattrBlock(n.ino, oldBlk)
 		if err != nil {
 			return err
 		}
@@ -394,7 +394,7 @@ func (f *FS) replaceXattrBlock(h handle, n *node, in *inode.Inode, oldBlk uint64
 		}
 	}
 	if oldBlk != 0 {
-		if err := f.releaseXattrBlock(h, oldBlk); err != nil {
+		if err := f.releaseXattrBlock(h, n.ino, oldBlk); err != nil {
 			return err
 		}
 		if err := f.addBlocks(in, -1); err != nil {
@@ -610,12 +610,25 @@ func (f *FS) uninlineDir(n *node) error {
 		return err
 	}
 	defer h.End()
+	// An entry the block cannot take (a corrupt name) is met after the
+	// block is allocated: undone then, the directory stays as it was.
+	u := newUndo(f, h)
+	defer u.release()
+	if err = f.uninlineDirIn(h, n, inl, u); err != nil {
+		u.undo()
+	}
+	return err
+}
+
+// uninlineDirIn is uninlineDir's change, in h, recorded in u.
+func (f *FS) uninlineDirIn(h handle, n *node, inl *dir.Inline, u *undoLog) error {
 	in := editInode(n)
 	if err := f.dropInlineData(in); err != nil {
 		return err
 	}
 	in.Size = 0
-	ds := f.newDirStore(h, n, in, nil)
+	ds := f.newDirStore(h, n, in, u)
+	defer ds.release()
 	lblk, err := ds.AppendBlock()
 	if err != nil {
 		return err
@@ -633,11 +646,12 @@ func (f *FS) uninlineDir(n *node) error {
 			continue
 		}
 		if err := ed.Add(e); err != nil {
-			return err
+			return &CorruptError{What: "inline directory", Block: -1, Ino: n.ino,
+				Detail: fmt.Sprintf("entry %q (inode %d) cannot move to a block: %v", e.Name, e.Inode, err)}
 		}
 	}
 	f.finishDir(ed, in)
-	return f.setInode(h, n, in)
+	return u.setInode(n, in)
 }
 
 // missingFrom returns the entries of old that are not in cur.

@@ -1244,7 +1244,8 @@ func (r *rawFS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse
 			return status(err)
 		}
 		ents, err := f.ReadDir(-1)
-		if err != nil {
+		var skipped *ext4go.SkippedEntriesError
+		if err != nil && !errors.As(err, &skipped) {
 			return status(err)
 		}
 		s, err := statOf(f)
@@ -1262,6 +1263,9 @@ func (r *rawFS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse
 				ino = uint64(x.Ino())
 			}
 			list = append(list, fuse.DirEntry{Name: e.Name(), Ino: ino, Mode: typeMode(e.Type())})
+		}
+		if skipped != nil {
+			list = r.addSkipped(list, s.Ino, skipped)
 		}
 		ds.entries, ds.read = list, true
 	}
@@ -1290,6 +1294,26 @@ func (r *rawFS) readDir(in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse
 		}
 	}
 	return fuse.OK
+}
+
+// addSkipped adds to a listing the entries ext4go's left out that have a
+// name a path can hold, as the kernel's readdir shows an entry whose
+// inode it cannot read: with an unknown type (DT_UNKNOWN), so that a stat
+// of it asks (LOOKUP) and fails with EUCLEAN. Every entry left out is
+// logged, as the kernel logs them.
+func (r *rawFS) addSkipped(list []fuse.DirEntry, dirIno uint32, se *ext4go.SkippedEntriesError) []fuse.DirEntry {
+	logger := r.o.Logger
+	if logger == nil {
+		logger = log.Default()
+	}
+	for _, e := range se.Entries {
+		logger.Printf("fusefs: directory inode %d: %s", dirIno, e)
+		if e.Name == "" || e.Name == "." || e.Name == ".." || strings.IndexByte(e.Name, '/') >= 0 || len(e.Name) > 255 {
+			continue
+		}
+		list = append(list, fuse.DirEntry{Name: e.Name, Ino: uint64(e.Ino)})
+	}
+	return list
 }
 
 // typeMode is the S_IF* bits of a directory entry's type.

@@ -3,14 +3,19 @@
 package fusefs_test
 
 import (
+	"bytes"
 	"encoding/binary"
+	"log"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/fusefs"
 	"github.com/ext4go/ext4go/internal/testutil"
 )
 
@@ -95,5 +100,85 @@ func TestMountSeekDataFresh(t *testing.T) {
 	off, err := unix.Seek(int(f.Fd()), 0, unix.SEEK_DATA)
 	if err != nil || off > 1<<20 {
 		t.Errorf("SEEK_DATA from 0: %d, %v; want at most %d", off, err, 1<<20)
+	}
+}
+
+// TestMountReaddirBadEntries: a directory holding entries whose inodes
+// cannot be read lists all its entries through the mount, with READDIR
+// and READDIRPLUS, as the kernel's ext4 lists them: a stat of a bad one
+// fails with EUCLEAN, the others work (one bad entry does not fail the
+// whole batch of a READDIRPLUS).
+func TestMountReaddirBadEntries(t *testing.T) {
+	requireFUSE(t)
+	fx := testutil.BadEntriesImage(t)
+	for _, plus := range []bool{true, false} {
+		fsys, err := ext4go.Open(fx.Image, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(t.TempDir(), "mnt")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var logs bytes.Buffer
+		srv, err := fusefs.Mount(fsys, dir, &fusefs.Options{FsName: fx.Image, ReadOnly: true, UID: -1, GID: -1,
+			NoReaddirPlus: !plus, Logger: log.New(&logs, "", 0)})
+		if err != nil {
+			fsys.Close()
+			t.Fatal(err)
+		}
+		unmounted := false
+		t.Cleanup(func() { // after a failure half way
+			if !unmounted && srv.Unmount() == nil {
+				srv.Wait()
+				fsys.Close()
+			}
+		})
+		for _, d := range []string{"d", "h"} {
+			listed := direntInos(t, filepath.Join(dir, d))
+			want := map[string]bool{".": true, "..": true}
+			for _, n := range fx.Good[d] {
+				want[n] = true
+			}
+			for _, b := range fx.Bad {
+				if b.Dir == d {
+					want[b.Name] = true
+				}
+			}
+			if len(listed) != len(want) {
+				t.Errorf("plus=%v: %s lists %d entries, want %d", plus, d, len(listed), len(want))
+			}
+			for n := range want {
+				if _, ok := listed[n]; !ok {
+					t.Errorf("plus=%v: %s does not list %s", plus, d, n)
+				}
+			}
+			for _, n := range fx.Good[d] {
+				var st syscall.Stat_t
+				if err := syscall.Lstat(filepath.Join(dir, d, n), &st); err != nil {
+					t.Errorf("plus=%v: lstat %s/%s: %v", plus, d, n, err)
+				}
+			}
+			for _, b := range fx.Bad {
+				if b.Dir != d {
+					continue
+				}
+				var st syscall.Stat_t
+				if err := syscall.Lstat(filepath.Join(dir, d, b.Name), &st); err != syscall.EUCLEAN {
+					t.Errorf("plus=%v: lstat %s/%s: %v, want EUCLEAN", plus, d, b.Name, err)
+				}
+			}
+		}
+		if err := srv.Unmount(); err != nil {
+			t.Fatal(err)
+		}
+		unmounted = true
+		srv.Wait()
+		fsys.Close()
+		for _, b := range fx.Bad {
+			if !b.Listed && !strings.Contains(logs.String(), `"`+b.Name+`"`) {
+				t.Errorf("plus=%v: %s/%s left out without a log line:\n%s", plus, b.Dir, b.Name, logs.String())
+			}
+		}
 	}
 }

@@ -105,8 +105,13 @@ func runLs(e *env, args []string) error {
 		defer delete(above, d.Ino())
 		ents, err := d.ReadDir(-1)
 		if err != nil {
-			report(err)
-			return
+			if warnSkipped(e.stderr, "ls", dir, err) == 0 {
+				report(err)
+				return
+			}
+			if firstErr == nil {
+				firstErr = err // the listing goes on with what could be read
+			}
 		}
 		if header {
 			fmt.Fprintf(e.stdout, "%s:\n", displayPath(dir))
@@ -154,6 +159,25 @@ func runLs(e *env, args []string) error {
 		return errors.New("some entries could not be read")
 	}
 	return nil
+}
+
+// warnSkipped prints a warning for every entry a listing of dir left out
+// (err from ReadDir: a *ext4go.SkippedEntriesError), naming the
+// directory, the entry and its inode, and returns how many; 0 for any
+// other error.
+func warnSkipped(w io.Writer, cmd, dir string, err error) int {
+	var se *ext4go.SkippedEntriesError
+	if !errors.As(err, &se) {
+		return 0
+	}
+	for _, s := range se.Entries {
+		what := fmt.Sprintf("entry %q (inode %d)", s.Name, s.Ino)
+		if s.Name == "" && s.Ino == 0 {
+			what = fmt.Sprintf("the entries from a damaged one on in its block %d", s.Block)
+		}
+		fmt.Fprintf(w, "ext4go %s: warning: %s: %s left out: %v\n", cmd, displayPath(dir), what, s.Err)
+	}
+	return len(se.Entries)
 }
 
 func displayPath(name string) string {

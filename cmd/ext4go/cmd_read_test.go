@@ -5,6 +5,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -179,4 +181,42 @@ func TestReadCommandOptions(t *testing.T) {
 	failCLI(t, []string{"extra operand '/d': want IMAGE"}, "info", img, "/d")
 	failCLI(t, []string{"extra operand '/x': want IMAGE [PATH]"}, "frag", img, "/d", "/x")
 	failCLI(t, []string{"missing operand after '" + img + "': want IMAGE PATH..."}, "cat", img)
+}
+
+// TestLsSkipsBadEntries: ls lists a directory holding entries whose inodes
+// cannot be read: the other entries on stdout, a warning per entry left
+// out naming the directory, the entry and its inode on stderr, exit 1 (as
+// ls for an entry it cannot stat); with -l the typed entry whose inode was
+// cleared is reported too; -R goes on into the directories after it.
+func TestLsSkipsBadEntries(t *testing.T) {
+	fx := testutil.BadEntriesImage(t)
+	for _, args := range [][]string{{"ls", fx.Image, "/d"}, {"ls", "-l", fx.Image, "/d"}, {"ls", "-R", fx.Image, "/"}} {
+		code, out, errs := cli("", args...)
+		if code != 1 {
+			t.Errorf("%q: exit %d, want 1\n%s", args, code, errs)
+		}
+		for _, n := range fx.Good["d"] {
+			if !strings.Contains(out, n+"\n") {
+				t.Errorf("%q: %s not listed:\n%s", args, n, out)
+			}
+		}
+		for _, b := range fx.Bad {
+			if b.Dir != "d" && !slices.Contains(args, "-R") {
+				continue
+			}
+			warning := "/" + b.Dir + ": entry \"" + b.Name + "\" (inode " + strconv.Itoa(int(b.Ino)) + ") left out"
+			long := slices.Contains(args, "-l")
+			switch {
+			case !b.Listed && !strings.Contains(errs, warning):
+				t.Errorf("%q: no warning %q:\n%s", args, warning, errs)
+			case b.Listed && long && !strings.Contains(errs, b.Dir+"/"+b.Name+": corrupt inode (inode "+strconv.Itoa(int(b.Ino))):
+				t.Errorf("%q: no report of %s/%s:\n%s", args, b.Dir, b.Name, errs)
+			case b.Listed && !long && !strings.Contains(out, b.Name+"\n"):
+				t.Errorf("%q: %s not listed:\n%s", args, b.Name, out)
+			}
+		}
+		if slices.Contains(args, "-R") && !strings.Contains(out, "file-299\n") {
+			t.Errorf("%q: h not listed:\n%s", args, out)
+		}
+	}
 }

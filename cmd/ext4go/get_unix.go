@@ -375,7 +375,12 @@ func (co *copyOut) copyDir(parentfd int, name, src string, d *ext4go.File, st *e
 	}
 	ents, err := d.ReadDir(-1)
 	if err != nil {
-		return err
+		if warnSkipped(co.stderr, "get", src, err) == 0 {
+			return err
+		}
+		co.mu.Lock()
+		co.errs++ // reported; the entries that could be read are copied
+		co.mu.Unlock()
 	}
 	var pending sync.WaitGroup // entries left to the writer
 	for _, e := range ents {

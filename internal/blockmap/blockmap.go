@@ -23,6 +23,7 @@ import (
 	"math/bits"
 
 	"github.com/ext4go/ext4go/internal/fserr"
+	"github.com/ext4go/ext4go/internal/syszone"
 )
 
 // Layout of i_block (kernel: EXT4_NDIR_BLOCKS, EXT4_IND_BLOCK, ...).
@@ -55,6 +56,10 @@ type Map struct {
 	// the system zone check).
 	FirstDataBlock uint64
 	BlocksCount    uint64
+	// Zone, if set, is the filesystem's system zone: no pointer may name
+	// a block of it but one the inode Ino owns (kernel: the system zone
+	// check of ext4_inode_block_valid).
+	Zone *syszone.Zone
 
 	Ino uint32 // inode number, for error reports
 }
@@ -110,11 +115,19 @@ func (m *Map) corrupt(blk int64, format string, a ...any) error {
 }
 
 // checkPtrs requires every non-zero pointer to lie inside the filesystem
-// (kernel: __ext4_check_blockref).
-func (m *Map) checkPtrs(p []uint32, blk int64) error {
+// and outside the system zone (kernel: __ext4_check_blockref). firstBlock
+// returns the first file block pointer i maps, for the report.
+func (m *Map) checkPtrs(p []uint32, blk int64, firstBlock func(i int) uint64) error {
 	for i, x := range p {
-		if x != 0 && (uint64(x) <= m.FirstDataBlock || m.BlocksCount != 0 && uint64(x) >= m.BlocksCount) {
+		if x == 0 {
+			continue
+		}
+		if uint64(x) <= m.FirstDataBlock || m.BlocksCount != 0 && uint64(x) >= m.BlocksCount {
 			return m.corrupt(blk, "pointer %d names block %d outside the filesystem", i, x)
+		}
+		if !m.Zone.Permits(m.Ino, uint64(x), 1) {
+			return m.corrupt(blk, "pointer %d (file blocks from %d) names block %d, which holds the filesystem's fixed metadata",
+				i, firstBlock(i), x)
 		}
 	}
 	return nil
@@ -125,8 +138,27 @@ func (m *Map) root() ([]uint32, error) {
 	if len(m.Root) < RootSize {
 		return nil, m.corrupt(-1, "i_block is %d bytes, want %d", len(m.Root), RootSize)
 	}
+	pb, err := m.ptrsBits()
+	if err != nil {
+		return nil, err
+	}
 	w := words(m.Root[:RootSize])
-	return w, m.checkPtrs(w, -1)
+	return w, m.checkPtrs(w, -1, func(i int) uint64 { return slotFirstBlock(i, pb) })
+}
+
+// slotFirstBlock returns the first file block i_block word i maps, with
+// 1<<pb pointers per block.
+func slotFirstBlock(i int, pb uint) uint64 {
+	p := uint64(1) << pb
+	switch i {
+	case IndSlot:
+		return NDirect
+	case DindSlot:
+		return NDirect + p
+	case TindSlot:
+		return NDirect + p + p*p
+	}
+	return uint64(i)
 }
 
 func words(b []byte) []uint32 {
@@ -137,8 +169,9 @@ func words(b []byte) []uint32 {
 	return w
 }
 
-// indirect reads and checks the indirect block p.
-func (m *Map) indirect(p uint32) ([]uint32, error) {
+// indirect reads and checks the indirect block p, whose pointers each map
+// span file blocks from base on.
+func (m *Map) indirect(p uint32, base, span uint64) ([]uint32, error) {
 	if m.Read == nil {
 		return nil, fmt.Errorf("block map of inode %d: no block reader", m.Ino)
 	}
@@ -150,7 +183,7 @@ func (m *Map) indirect(p uint32) ([]uint32, error) {
 		return nil, fmt.Errorf("block map of inode %d: block %d: read %d bytes, want %d", m.Ino, p, len(b), m.BlockSize)
 	}
 	w := words(b[:m.BlockSize])
-	return w, m.checkPtrs(w, int64(p))
+	return w, m.checkPtrs(w, int64(p), func(i int) uint64 { return base + uint64(i)*span })
 }
 
 // path returns the offsets leading to file block lblk: the i_block word,
@@ -193,9 +226,14 @@ func (m *Map) Lookup(lblk uint32) (Mapping, error) {
 	if len(path) > 1 {
 		end = path[0] + 1 // an indirect slot: look no further than it
 	}
+	var arrBase uint64 // first file block of the indirect block arr (below the root)
 	for j, off := range path {
 		levelsBelow := uint(len(path) - 1 - j)
 		span := uint64(1) << (pb * levelsBelow) // file blocks under one pointer here
+		ptrBase := arrBase + uint64(off)*span   // first file block under arr[off]
+		if j == 0 {
+			ptrBase = slotFirstBlock(off, pb)
+		}
 		ptr := arr[off]
 		if ptr == 0 {
 			// A hole: the rest of this pointer's span and any zero pointers after it.
@@ -212,9 +250,10 @@ func (m *Map) Lookup(lblk uint32) (Mapping, error) {
 			}
 			return Mapping{Logical: lblk, Len: min(n, maxBlocks-uint64(lblk)), Physical: uint64(ptr)}, nil
 		}
-		if arr, err = m.indirect(ptr); err != nil {
+		if arr, err = m.indirect(ptr, ptrBase, span>>pb); err != nil {
 			return Mapping{}, err
 		}
+		arrBase = ptrBase
 		end = len(arr)
 	}
 	panic("unreachable")
@@ -307,11 +346,11 @@ func (w *walker) indirect(ptr uint32, level int, base uint64) error {
 	if err := w.fn(Run{Level: level, Logical: uint32(base), Physical: uint64(ptr), Len: 1}); err != nil {
 		return err
 	}
-	arr, err := w.m.indirect(ptr)
+	span := uint64(1) << (w.pb * uint(level-1))
+	arr, err := w.m.indirect(ptr, base, span)
 	if err != nil {
 		return err
 	}
-	span := uint64(1) << (w.pb * uint(level-1))
 	for i, p := range arr {
 		l := base + uint64(i)*span
 		if level == 1 {

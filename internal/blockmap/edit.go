@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/ext4go/ext4go/internal/syszone"
 )
 
 // Store is what an Editor changes blocks through: the same contract as the
@@ -39,13 +41,14 @@ type Editor struct {
 	BlockSize int
 
 	FirstDataBlock, BlocksCount uint64
+	Zone                        *syszone.Zone // as in Map
 	Ino                         uint32
 }
 
 // Map returns a reader of the current map.
 func (e *Editor) Map() *Map {
 	return &Map{Root: e.Root[:], Read: BlockReader(e.Store.ReadNode), BlockSize: e.BlockSize,
-		FirstDataBlock: e.FirstDataBlock, BlocksCount: e.BlocksCount, Ino: e.Ino}
+		FirstDataBlock: e.FirstDataBlock, BlocksCount: e.BlocksCount, Zone: e.Zone, Ino: e.Ino}
 }
 
 // Lookup maps file block lblk.
@@ -71,6 +74,9 @@ func (ed *edit) node(p uint64) ([]byte, error) {
 	}
 	if p <= ed.e.FirstDataBlock || ed.e.BlocksCount != 0 && p >= ed.e.BlocksCount {
 		return nil, ed.e.Map().corrupt(-1, "pointer names block %d outside the filesystem", p)
+	}
+	if !ed.e.Zone.Permits(ed.e.Ino, p, 1) {
+		return nil, ed.e.Map().corrupt(-1, "pointer names indirect block %d, which holds the filesystem's fixed metadata", p)
 	}
 	b, err := ed.e.Store.ReadNode(p)
 	if err != nil {
@@ -109,6 +115,9 @@ func (e *Editor) Insert(lblk uint32, pblk uint64, n uint32) error {
 	}
 	if pblk == 0 || pblk+uint64(n) > 1<<32 {
 		return fmt.Errorf("block map of inode %d: blocks %d+%d cannot be named by 32-bit pointers", e.Ino, pblk, n)
+	}
+	if !e.Zone.Permits(e.Ino, pblk, uint64(n)) {
+		return fmt.Errorf("block map of inode %d: blocks %d+%d hold the filesystem's fixed metadata", e.Ino, pblk, n)
 	}
 	if uint64(lblk)+uint64(n) > MaxBlocks(e.BlockSize) {
 		return ErrOutOfRange
@@ -253,6 +262,9 @@ func (r *remover) dropData(arr []byte, arrBlk uint64, i int, l uint64) error {
 	}
 	if uint64(ptr) <= r.e.FirstDataBlock || r.e.BlocksCount != 0 && uint64(ptr) >= r.e.BlocksCount {
 		return r.e.Map().corrupt(int64(arrBlk), "pointer %d names block %d outside the filesystem", i, ptr)
+	}
+	if !r.e.Zone.Permits(r.e.Ino, uint64(ptr), 1) {
+		return r.e.Map().corrupt(int64(arrBlk), "pointer %d maps file block %d to block %d, which holds the filesystem's fixed metadata", i, l, ptr)
 	}
 	r.data = append(r.data, uint64(ptr))
 	binary.LittleEndian.PutUint32(arr[4*i:], 0)

@@ -47,6 +47,18 @@ type Editor struct {
 	// found it, with the directory locked: Add then skips its own htree
 	// lookup (an insert still refuses a name in the leaf it writes).
 	NameChecked bool
+
+	// checked is what CheckAdd found for name, for the Add of that name
+	// to go on from instead of reading it all again.
+	checked struct {
+		name []byte
+		fit  int64 // linear: the first block with room, -1 if none
+		// htree: the root, the path to the leaf and the name's hash.
+		sc     *dxScratch
+		frames []frame
+		hash   uint32
+		eff    int
+	}
 }
 
 // Dir returns a read-only view of the directory that reads through the
@@ -120,7 +132,127 @@ func slotRoom(s Slot) int {
 	return s.RecLen - slotNeed(s)
 }
 
+// CheckAdd makes the reads and checks an Add of name would make before
+// its first change, and changes nothing: the caller can then refuse, with
+// nothing allocated, a name the directory cannot take (a corrupt block or
+// index on the way). It finds no room and allocates nothing: an Add that
+// passes may still fail for want of space. The directory must not change
+// between CheckAdd and Add (the caller holds its lock).
+func (e *Editor) CheckAdd(name []byte) error {
+	if err := checkNewName(name); err != nil {
+		return err
+	}
+	if e.NBlocks == 0 {
+		return e.corrupt(-1, "directory has no blocks")
+	}
+	e.dropChecked()
+	if !e.Indexed {
+		fit, err := e.linearScan(Entry{Name: name})
+		if err == nil {
+			e.checked.name, e.checked.fit = name, fit
+		}
+		return err
+	}
+	d := e.Dir()
+	sc := getDxScratch()
+	r := &sc.root
+	err := d.rootInto(r, sc.entries[:0])
+	var eff int
+	var h uint32
+	var frames []frame
+	if err == nil {
+		eff = EffectiveVersion(r.HashVersion, e.HashUnsigned)
+		h, _, err = hashName(name, eff, e.HashSeed)
+	}
+	if err == nil {
+		frames, err = d.probeInto(r, h, sc.frames[:0], sc)
+	}
+	if err == nil {
+		last := len(frames) - 1
+		leaf := frames[last].entries[frames[last].at].Block
+		err = d.viewBlock(leaf, "directory block", true, func(b []byte) error {
+			if err := VerifyLeafChecksum(b, e.Format, e.CsumSeed); err != nil {
+				return fserr.At(err, int64(leaf), e.Ino)
+			}
+			region, err := checkedLeafRegion(b, &e.Format)
+			if err == nil {
+				err = scanRegion(region, &e.Format, func(Slot) bool { return true })
+			}
+			return fserr.At(err, int64(leaf), e.Ino)
+		})
+	}
+	if err != nil {
+		putDxScratch(sc)
+		return err
+	}
+	c := &e.checked
+	c.name, c.sc, c.frames, c.hash, c.eff = name, sc, frames, h, eff
+	return nil
+}
+
+// takeChecked returns what CheckAdd found if it was for name (it holds
+// for the one Add that follows), and forgets it.
+func (e *Editor) takeChecked(name []byte) (fit int64, sc *dxScratch, frames []frame, hash uint32, eff int, ok bool) {
+	c := &e.checked
+	if c.name != nil && bytes.Equal(c.name, name) {
+		fit, sc, frames, hash, eff, ok = c.fit, c.sc, c.frames, c.hash, c.eff, true
+		c.sc = nil // the caller's now
+	}
+	e.dropChecked()
+	return
+}
+
+// dropChecked forgets what CheckAdd found.
+func (e *Editor) dropChecked() {
+	c := &e.checked
+	if c.sc != nil {
+		putDxScratch(c.sc)
+	}
+	*c = struct {
+		name   []byte
+		fit    int64
+		sc     *dxScratch
+		frames []frame
+		hash   uint32
+		eff    int
+	}{}
+}
+
 func (e *Editor) linearAdd(ent Entry) error {
+	fit, _, _, _, _, ok := e.takeChecked(ent.Name)
+	if !ok {
+		var err error
+		if fit, err = e.linearScan(ent); err != nil {
+			return err
+		}
+	}
+	if fit >= 0 {
+		return e.insertInto(uint32(fit), ent)
+	}
+	if e.NBlocks == 1 && e.DirIndex {
+		// Block 0 is full: its entries (names copied out) seed the index.
+		blk, err := e.Dir().leaf(0, false)
+		if err != nil {
+			return err
+		}
+		var slots0 []Slot
+		if blk != nil {
+			slots0 = slices.Clone(blk.Slots)
+		}
+		for i := range slots0 {
+			slots0[i].Name = bytes.Clone(slots0[i].Name)
+		}
+		if canIndex(slots0, e.Ino) {
+			return e.makeIndexed(slots0, ent)
+		}
+	}
+	return e.appendLeaf(ent)
+}
+
+// linearScan checks every block of a linear directory as linearAdd reads
+// it, and returns the first block with room for ent (-1: none) or an
+// error matching fs.ErrExist if the name is there.
+func (e *Editor) linearScan(ent Entry) (int64, error) {
 	d := e.Dir()
 	need := RecLen(len(ent.Name))
 	fit := int64(-1)
@@ -157,30 +289,10 @@ func (e *Editor) linearAdd(ent Entry) error {
 			return nil
 		})
 		if err != nil {
-			return err
+			return -1, err
 		}
 	}
-	if fit >= 0 {
-		return e.insertInto(uint32(fit), ent)
-	}
-	if e.NBlocks == 1 && e.DirIndex {
-		// Block 0 is full: its entries (names copied out) seed the index.
-		blk, err := d.leaf(0, false)
-		if err != nil {
-			return err
-		}
-		var slots0 []Slot
-		if blk != nil {
-			slots0 = slices.Clone(blk.Slots)
-		}
-		for i := range slots0 {
-			slots0[i].Name = bytes.Clone(slots0[i].Name)
-		}
-		if canIndex(slots0, e.Ino) {
-			return e.makeIndexed(slots0, ent)
-		}
-	}
-	return e.appendLeaf(ent)
+	return fit, nil
 }
 
 // insertInto adds ent to leaf lblk, which is known to have room.
@@ -436,23 +548,33 @@ func (e *Editor) dxAdd(ent Entry) error {
 		}
 	}
 	// Each restart adds a level or splits one index block; the depth
-	// bounds how many a single Add needs.
-	sc := getDxScratch()
+	// bounds how many a single Add needs. The first pass goes on from
+	// CheckAdd's root and path when there are some.
+	_, sc, checkedFrames, checkedHash, checkedEff, checked := e.takeChecked(ent.Name)
+	if sc == nil {
+		sc, checked = getDxScratch(), false
+	}
 	defer putDxScratch(sc)
 	for pass := 0; pass <= 2*dxMaxLevelsLarge; pass++ {
 		d = e.Dir()
 		r := &sc.root
-		if err := d.rootInto(r, sc.entries[:0]); err != nil {
-			return err
-		}
-		eff := EffectiveVersion(r.HashVersion, e.HashUnsigned)
-		h, _, err := hashName(ent.Name, eff, e.HashSeed)
-		if err != nil {
-			return err
-		}
-		frames, err := d.probeInto(r, h, sc.frames[:0], sc)
-		if err != nil {
-			return err
+		var frames []frame
+		var eff int
+		var h uint32
+		if checked && pass == 0 {
+			frames, h, eff = checkedFrames, checkedHash, checkedEff
+		} else {
+			if err := d.rootInto(r, sc.entries[:0]); err != nil {
+				return err
+			}
+			eff = EffectiveVersion(r.HashVersion, e.HashUnsigned)
+			var err error
+			if h, _, err = hashName(ent.Name, eff, e.HashSeed); err != nil {
+				return err
+			}
+			if frames, err = d.probeInto(r, h, sc.frames[:0], sc); err != nil {
+				return err
+			}
 		}
 		last := len(frames) - 1
 		leaf := frames[last].entries[frames[last].at].Block

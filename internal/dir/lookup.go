@@ -339,7 +339,12 @@ func (d *Dir) findIn(lblk uint32, b []byte, name []byte, asDirents bool) (Slot, 
 	}
 	var found Slot
 	ok := false
-	err := scanRegion(region, &d.Format, func(s Slot) bool {
+	// Only the entry found has its inode number checked (kernel:
+	// ext4_search_dir checks the matching entry in full): a bad number
+	// in another entry does not hide the names around it.
+	structure := d.Format
+	structure.InodesCount = 0
+	err := scanRegion(region, &structure, func(s Slot) bool {
 		if s.Inode != 0 && bytes.Equal(s.Name, name) {
 			found, ok = s, true
 			return false
@@ -349,7 +354,22 @@ func (d *Dir) findIn(lblk uint32, b []byte, name []byte, asDirents bool) (Slot, 
 	if err != nil {
 		return Slot{}, false, fserr.At(err, int64(lblk), d.Ino)
 	}
+	if ok {
+		if err := d.checkEntryInode(found); err != nil {
+			return Slot{}, false, fserr.At(err, int64(lblk), d.Ino)
+		}
+	}
 	return found, ok, nil
+}
+
+// checkEntryInode refuses a used entry whose inode number is past
+// InodesCount (kernel: __ext4_check_dir_entry, "inode out of bounds").
+func (d *Dir) checkEntryInode(s Slot) error {
+	if d.InodesCount == 0 || s.Inode <= d.InodesCount {
+		return nil
+	}
+	return fserr.Corrupt("directory entry", "at offset %d: %q names inode %d, past the filesystem's %d (inode out of bounds)",
+		s.Off, s.Name, s.Inode, d.InodesCount)
 }
 
 // isIndexBlock tells whether block lblk (read as b) of d is an htree root
@@ -462,24 +482,27 @@ func (d *Dir) Lookup(name []byte) (Result, error) {
 	return d.LinearLookup(name)
 }
 
-// lookupDots finds "." or ".." in block 0.
+// lookupDots finds "." or ".." in block 0, as a linear lookup there
+// (findIn: a bad inode number in another entry does not hide them).
 func (d *Dir) lookupDots(name []byte) (Result, error) {
-	var res Result
+	var s Slot
 	found := false
-	err := d.iterateBlock(0, func(lblk uint32, off int, e Entry) error {
-		if bytes.Equal(e.Name, name) {
-			res, found = Result{Entry: e, Block: lblk, Offset: off}, true
-			return fs.SkipAll
+	err := d.viewBlock(0, "directory block", false, func(b []byte) error {
+		if b == nil {
+			return nil
 		}
-		return nil
+		var err error
+		s, found, err = d.findIn(0, b, name, d.isIndexBlock(0, b))
+		s.Name = bytes.Clone(s.Name)
+		return err
 	})
-	if err != nil && err != fs.SkipAll {
+	if err != nil {
 		return Result{}, err
 	}
 	if !found {
 		return Result{}, notFound(name)
 	}
-	return res, nil
+	return Result{Entry: s.Entry, Block: 0, Offset: s.Off}, nil
 }
 
 // Iterate calls fn for every used entry, "." and ".." included, in block
@@ -528,6 +551,77 @@ func (d *Dir) iterateBlock(lblk uint32, fn func(lblk uint32, off int, e Entry) e
 		}
 		if err := fn(lblk, s.Off, s.Entry); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// IterateSkipping is Iterate for a listing, which shows what it can
+// (kernel: ext4_readdir, which skips to the next block past a bad dirent
+// or a block that fails its checksum): fn gets every used entry it can
+// read, in block order; skip gets, and the walk goes past, an entry
+// whose inode number is past InodesCount (e set; the walk goes on in its
+// block) and a block that cannot be read, fails its checksum or holds a
+// bad dirent (e nil; the entries before the bad dirent went to fn, the
+// rest of the block is left out). Names are copies. An error from fn or
+// skip stops the walk and is returned; fs.SkipAll stops it with nil.
+func (d *Dir) IterateSkipping(fn func(lblk uint32, off int, e Entry) error, skip func(lblk uint32, e *Entry, err error) error) error {
+	err := d.iterateSkipping(fn, skip)
+	if err == fs.SkipAll {
+		return nil
+	}
+	return err
+}
+
+func (d *Dir) iterateSkipping(fn func(lblk uint32, off int, e Entry) error, skip func(lblk uint32, e *Entry, err error) error) error {
+	structure := d.Format
+	structure.InodesCount = 0 // checked per entry
+	for lblk := uint32(0); lblk < d.NBlocks; lblk++ {
+		b, err := d.block(lblk, "directory block", false)
+		if err != nil {
+			if err := skip(lblk, nil, fserr.At(err, int64(lblk), d.Ino)); err != nil {
+				return err
+			}
+			continue
+		}
+		if b == nil {
+			continue
+		}
+		region := b
+		if !d.isIndexBlock(lblk, b) { // index blocks are read unverified, as in iterateBlock
+			if err := VerifyLeafChecksum(b, d.Format, d.CsumSeed); err != nil {
+				if err := skip(lblk, nil, fserr.At(err, int64(lblk), d.Ino)); err != nil {
+					return err
+				}
+				continue
+			}
+			if region, err = checkedLeafRegion(b, &d.Format); err != nil {
+				if err := skip(lblk, nil, fserr.At(err, int64(lblk), d.Ino)); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		var stop error
+		err = scanRegion(region, &structure, func(s Slot) bool {
+			if s.Inode == 0 {
+				return true
+			}
+			e := Entry{Inode: s.Inode, FileType: s.FileType, Name: bytes.Clone(s.Name)}
+			if bad := d.checkEntryInode(s); bad != nil {
+				stop = skip(lblk, &e, fserr.At(bad, int64(lblk), d.Ino))
+			} else {
+				stop = fn(lblk, s.Off, e)
+			}
+			return stop == nil
+		})
+		if stop != nil {
+			return stop
+		}
+		if err != nil {
+			if err := skip(lblk, nil, fserr.At(err, int64(lblk), d.Ino)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

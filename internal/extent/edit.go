@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
+
+	"github.com/ext4go/ext4go/internal/syszone"
 )
 
 // Errors of the Editor besides those of the read side and of its Store.
@@ -74,8 +76,9 @@ type Editor struct {
 	Seed     uint32 // the inode's checksum seed, inode.Seed(fsSeed, ino, generation)
 	Ino      uint32 // inode number, for error reports
 
-	// Bounds of physical block numbers, as in Tree.
+	// Bounds of physical block numbers, and the system zone, as in Tree.
 	FirstDataBlock, BlocksCount uint64
+	Zone                        *syszone.Zone
 
 	// View, if set, is given to the Tree view (Tree.View): read-only
 	// lookups through it borrow blocks instead of copying them.
@@ -103,7 +106,7 @@ type Editor struct {
 	visit childVisit
 
 	// The last root decodeRoot decoded and checked, by its bytes and the
-	// bounds it was checked against: most edits read the root several
+	// bounds and zone it was checked against: most edits read the root several
 	// times, and one whose bytes are the same is copied instead of
 	// decoded and checked again. A copy, not the node the call works on,
 	// which edits may change without writing it back.
@@ -111,6 +114,7 @@ type Editor struct {
 		ok     bool
 		key    [RootSize]byte
 		bounds [2]uint64
+		zone   *syszone.Zone
 		hdr    Header
 		exts   [4]Extent
 		idxs   [4]Index
@@ -123,7 +127,7 @@ type Editor struct {
 // a pooled Editor neither keeps memory alive nor pays to zero its arrays
 // on every use; set the exported fields again before the next call.
 func (ed *Editor) Clear() {
-	ed.Root, ed.Store, ed.View, ed.Sealed = nil, nil, nil, nil
+	ed.Root, ed.Store, ed.View, ed.Sealed, ed.Zone = nil, nil, nil, nil, nil
 	ed.tree = Tree{}
 	ed.root = Node{}
 	for i := range ed.pathBuf {
@@ -183,7 +187,7 @@ func (ed *Editor) Tree() *Tree {
 	ed.tree = Tree{
 		store: ed.Store, View: ed.View, Sealed: ed.Sealed, lender: ed,
 		BlockSize:      ed.BlockSize,
-		FirstDataBlock: ed.FirstDataBlock, BlocksCount: ed.BlocksCount,
+		FirstDataBlock: ed.FirstDataBlock, BlocksCount: ed.BlocksCount, Zone: ed.Zone,
 		Csum: ed.Csum, Seed: ed.Seed, Ino: ed.Ino, visit: &ed.visit,
 	}
 	if ed.Root != nil {
@@ -197,7 +201,7 @@ func (ed *Editor) Tree() *Tree {
 func (ed *Editor) decodeRoot() (*Node, error) {
 	m := &ed.memo
 	bounds := [2]uint64{ed.FirstDataBlock, ed.BlocksCount}
-	if m.ok && ed.Root != nil && *ed.Root == m.key && m.bounds == bounds {
+	if m.ok && ed.Root != nil && *ed.Root == m.key && m.bounds == bounds && m.zone == ed.Zone {
 		ed.root.Header = m.hdr
 		ed.root.Extents = append(ed.rootExts[:0], m.exts[:m.ne]...)
 		ed.root.Indexes = append(ed.rootIdxs[:0], m.idxs[:m.ni]...)
@@ -210,7 +214,7 @@ func (ed *Editor) decodeRoot() (*Node, error) {
 		return nil, err
 	}
 	if ed.Root != nil && len(ed.root.Extents) <= len(m.exts) && len(ed.root.Indexes) <= len(m.idxs) {
-		m.key, m.bounds, m.hdr = *ed.Root, bounds, ed.root.Header
+		m.key, m.bounds, m.zone, m.hdr = *ed.Root, bounds, ed.Zone, ed.root.Header
 		m.ne = uint8(copy(m.exts[:], ed.root.Extents))
 		m.ni = uint8(copy(m.idxs[:], ed.root.Indexes))
 		m.ok = true
@@ -324,6 +328,8 @@ func (ed *Editor) checkExtent(x Extent) error {
 		return fmt.Errorf("%w: extent %d+%d ends past block %d", ErrInvalid, x.Logical, x.Len, uint64(MaxLogical))
 	case x.Start >= 1<<48 || !t.validPhys(x.Start, uint64(x.Len)):
 		return fmt.Errorf("%w: extent maps to blocks %d+%d outside the filesystem", ErrInvalid, x.Start, x.Len)
+	case !t.outsideZone(x.Start, uint64(x.Len)):
+		return fmt.Errorf("%w: extent maps to blocks %d+%d, which hold the filesystem's fixed metadata", ErrInvalid, x.Start, x.Len)
 	}
 	return nil
 }
@@ -495,8 +501,8 @@ func (ed *Editor) reserve(p path, i int) ([]uint64, error) {
 	pool := make([]uint64, 0, need)
 	for range need {
 		b, err := ed.Store.AllocNode(goal)
-		if err == nil && (b >= 1<<48 || !t.validPhys(b, 1)) {
-			err = fmt.Errorf("extent: AllocNode gave block %d outside the filesystem", b)
+		if err == nil && (b >= 1<<48 || !t.validPhys(b, 1) || !t.outsideZone(b, 1)) {
+			err = fmt.Errorf("extent: AllocNode gave block %d outside the filesystem or in its fixed metadata", b)
 		}
 		if err != nil {
 			for _, b := range pool {

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/ext4go/ext4go/internal/fserr"
+	"github.com/ext4go/ext4go/internal/syszone"
 )
 
 // BlockReader returns the contents of one filesystem block (at least
@@ -32,6 +33,10 @@ type Tree struct {
 	// check that needs the group layout).
 	FirstDataBlock uint64
 	BlocksCount    uint64
+	// Zone, if set, is the filesystem's system zone: no extent nor index
+	// may name a block of it but one the inode Ino owns (kernel: the
+	// system zone check of ext4_inode_block_valid).
+	Zone *syszone.Zone
 
 	Csum bool   // verify the tails of block nodes (metadata_csum)
 	Seed uint32 // the inode's checksum seed, inode.Seed(fsSeed, ino, generation)
@@ -295,6 +300,12 @@ func (t *Tree) validPhys(start, count uint64) bool {
 	return start > t.FirstDataBlock && end > start && (t.BlocksCount == 0 || end <= t.BlocksCount)
 }
 
+// outsideZone reports whether the tree may name count blocks from start
+// as far as the system zone goes.
+func (t *Tree) outsideZone(start, count uint64) bool {
+	return t.Zone.Permits(t.Ino, start, count)
+}
+
 // check applies __ext4_ext_check and ext4_valid_extent_entries to a node at
 // blk (-1 for the root) covering file blocks [lo, hi): eh_max fits its
 // place, a block node's first entry starts at lo, entries are in order
@@ -336,6 +347,9 @@ func (t *Tree) check(n *Node, blk int64, lo uint32, hi uint64) error {
 			return t.corrupt(blk, "extent %d (blocks %d+%d) runs past block %d", i, e.Logical, e.Len, min(hi, MaxLogical))
 		case !t.validPhys(e.Start, uint64(e.Len)):
 			return t.corrupt(blk, "extent %d maps to blocks %d+%d outside the filesystem", i, e.Start, e.Len)
+		case !t.outsideZone(e.Start, uint64(e.Len)):
+			return t.corrupt(blk, "extent %d maps file blocks %d+%d to blocks %d+%d, which hold the filesystem's fixed metadata",
+				i, e.Logical, e.Len, e.Start, e.Len)
 		}
 		next = e.End()
 	}
@@ -347,6 +361,9 @@ func (t *Tree) check(n *Node, blk int64, lo uint32, hi uint64) error {
 			return t.corrupt(blk, "index %d at block %d is past the node's end %d", i, x.Logical, hi)
 		case !t.validPhys(x.Child, 1):
 			return t.corrupt(blk, "index %d names block %d outside the filesystem", i, x.Child)
+		case !t.outsideZone(x.Child, 1):
+			return t.corrupt(blk, "index %d (file blocks from %d) names block %d, which holds the filesystem's fixed metadata",
+				i, x.Logical, x.Child)
 		}
 		next = uint64(x.Logical) + 1
 	}

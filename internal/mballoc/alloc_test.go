@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/ext4go/ext4go/internal/pad"
+
+	"github.com/ext4go/ext4go/internal/fserr"
 )
 
 type testTx uint64
@@ -219,4 +221,46 @@ func TestFlexFreeBatched(t *testing.T) {
 		}
 	}
 	check("freed")
+}
+
+// TestCheckInUse: CheckInUse refuses what Free would (blocks free in the
+// bitmap, outside the filesystem, in the system zone) without changing
+// anything, and accepts allocated blocks.
+func TestCheckInUse(t *testing.T) {
+	gm := GeometryFor(256<<20, 4096)
+	s, _ := NewMemStore(gm, MemStoreOptions{})
+	a, err := New(gm, s, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, err := a.Allocate(nil, Request{Len: 8, Goal: 40000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CheckInUse(ext.Start, uint64(ext.Len)); err != nil {
+		t.Errorf("allocated blocks: %v", err)
+	}
+	free := a.FreeClusters()
+	for _, c := range []struct {
+		what         string
+		start, count uint64
+	}{
+		{"one past the allocation", ext.Start, uint64(ext.Len) + 1},
+		{"free blocks", ext.Start + 1000, 4},
+		{"the superblock", 0, 1},
+		{"past the end", gm.BlocksCount - 1, 2},
+	} {
+		if err := a.CheckInUse(c.start, c.count); !errors.Is(err, fserr.ErrCorrupt) {
+			t.Errorf("%s: %v, want a corruption", c.what, err)
+		}
+	}
+	if a.FreeClusters() != free {
+		t.Error("CheckInUse changed the free count")
+	}
+	if err := a.Free(nil, ext.Start, uint64(ext.Len), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CheckInUse(ext.Start, 1); !errors.Is(err, fserr.ErrCorrupt) {
+		t.Errorf("freed block: %v, want a corruption", err)
+	}
 }

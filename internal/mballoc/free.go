@@ -48,6 +48,29 @@ func (a *Allocator) Free(tx Tx, start, count uint64, flags FreeFlags) error {
 	})
 }
 
+// CheckInUse reports, as Free would, a range it must not free: blocks
+// outside the filesystem or in the system zone, or a cluster its group's
+// bitmap has free. It changes nothing: a change that will free the range
+// asks first, so that it fails before it has changed anything rather
+// than half way through (kernel: ext4_free_blocks would find the bit
+// already cleared and mark the filesystem as having errors).
+func (a *Allocator) CheckInUse(start, count uint64) error {
+	return a.eachGroup("freeing", start, count, func(gi, off, n uint32) error {
+		g, err := a.lockLoaded(gi)
+		if err != nil {
+			return err
+		}
+		defer g.mu.Unlock()
+		if g.corrupt.Load() {
+			return fserr.Corrupt(fmt.Sprintf("block bitmap of group %d", gi), "group is marked corrupt")
+		}
+		if ok, at := allSet(g.disk, off, n); !ok {
+			return fserr.Corrupt(fmt.Sprintf("block bitmap of group %d", gi), "cluster %d, to be freed, is already free", at)
+		}
+		return nil
+	})
+}
+
 // eachGroup checks blocks [start, start+count) (inside the filesystem,
 // outside the system zone; doing names the operation in errors) and calls
 // fn with the clusters of each group they cover.
