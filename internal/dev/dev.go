@@ -6,7 +6,8 @@
 // image: a lock on image files (released on Close: flock on Linux, macOS
 // and FreeBSD, LockFileEx on Windows, none on WASI, which has no locks;
 // lock_*.go), O_EXCL on Linux block devices (which the kernel refuses
-// while the device is mounted). A Device is safe for concurrent use:
+// while the device is mounted), and for a loop device the lock of the
+// image file behind it too (backing_linux.go). A Device is safe for concurrent use:
 // ReadAt and WriteAt are pread/pwrite.
 //
 // What differs between systems lives in small files per system and
@@ -45,6 +46,9 @@ type File struct {
 	size     int64
 	writable bool
 	block    bool // a block device
+	// backing is the image file behind a loop device, open and locked as
+	// an image file opened directly is (backing_*.go), or nil.
+	backing *os.File
 }
 
 // Open opens path for reading, or for reading and writing when writable.
@@ -82,7 +86,12 @@ func openDevice(path string, writable bool) (*File, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: size of block device: %w", path, err)
 	}
-	return &File{f: f, size: n, writable: writable, block: true}, nil
+	backing, err := lockBacking(f, writable)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &File{f: f, size: n, writable: writable, block: true, backing: backing}, nil
 }
 
 // statDevice says what path is: a regular file (of size bytes) or a
@@ -162,6 +171,10 @@ func (d *File) Sync() error { return d.f.Sync() }
 func (d *File) Close() error {
 	if !d.block {
 		UnlockImage(d.f)
+	}
+	if d.backing != nil {
+		UnlockImage(d.backing)
+		d.backing.Close()
 	}
 	return d.f.Close()
 }
