@@ -53,6 +53,9 @@ go test -count=1 -run 'TestHotPathAllocs' .
 go test -count=1 -tags lockstat -run 'TestLockstat' . ./internal/lockstat
 # A short smoke run of every fuzz target (longer: scripts/fuzz-smoke.sh 5m).
 ./scripts/fuzz-smoke.sh "${EXT4GO_FUZZTIME:-3s}"
+# The adversarial suite's short run, with its figures: other users on the
+# mount against the kernel, hostile images, second writers.
+HOSTILE=40 ./scripts/adversarial.sh
 # The library built for other platforms (32-bit, big-endian, wasip1;
 # emulated where this machine cannot run them) writes and reads the same
 # filesystem as here, and the tests that need no mount pass there: the
