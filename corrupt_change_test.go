@@ -205,3 +205,43 @@ func TestCorruptChangeLeavesNoTrace(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoveAllOfSecondName: RemoveAll of a name that is a second name of
+// the root directory (a corrupt image: a directory entry naming inode 2)
+// fails as corruption and removes nothing, where it emptied the root
+// before (found by the hostile-image harness). The kernel refuses to
+// enter such a directory too (d_splice_alias: ELOOP).
+func TestRemoveAllOfSecondName(t *testing.T) {
+	img := filepath.Join(t.TempDir(), "loop.img")
+	testutil.Mke2fs(t, img, 8<<20, "-t", "ext4")
+	testutil.DebugfsWrite(t, img, "mkdir nest", "mkdir nest/a", "write /dev/null keep", "ln <2> /nest/a/root-again")
+	before, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := ext4go.Open(img, &ext4go.Options{Writable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"nest/a/root-again", "nest/a/root-again/nest"} {
+		err := fsys.RemoveAll(name)
+		if !errors.Is(err, ext4go.ErrCorrupt) {
+			t.Errorf("RemoveAll(%q) = %v, want a corruption", name, err)
+		}
+	}
+	if _, err := fsys.Stat("keep"); err != nil {
+		t.Errorf("the root's file is gone: %v", err)
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The superblock (mount time and count) and the journal may change.
+	allowed := append([][2]int64{{1024, 2048}}, journalBytes(t, img)...)
+	if d := diffOutside(before, after, allowed); d != "" {
+		t.Errorf("the failed removals wrote to the image: %s", d)
+	}
+}

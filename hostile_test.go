@@ -62,7 +62,9 @@ import (
 // reproduced by its subtest name with the same seed and N:
 // -run 'TestHostileImages/0042-'. -v prints the figures;
 // EXT4GO_HOSTILE_KEEP=DIR keeps each case's image before and after the
-// changes in DIR.
+// changes in DIR. Then (as root, with /dev/fuse; EXT4GO_HOSTILE_MOUNT=0
+// leaves it out) the corrupted image is mounted through fusefs and used
+// through the kernel: hostile_mount_test.go.
 
 const (
 	hostileDefaultCases = 60
@@ -933,6 +935,13 @@ func hostileCase(t *testing.T, name string, b *hostileBase, patches []hostilePat
 			}
 		}()
 	}
+	imageM := ""
+	if ok, _ := hostileMountEnabled(); ok {
+		imageM = filepath.Join(t.TempDir(), "img-mount")
+		if err := os.WriteFile(imageM, img, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	img = nil
 	fail := func(class, format string, args ...any) {
 		t.Helper()
@@ -983,6 +992,11 @@ func hostileCase(t *testing.T, name string, b *hostileBase, patches []hostilePat
 	}
 	stats.add("read: " + r.readOutcome)
 	stats.add("write: " + r.writeOutcome)
+	if imageM != "" {
+		tm := time.Now()
+		stats.add("mount: " + hostileMount(t, imageM, patches[0].victim, fsckBefore, fail))
+		t.Logf("mount phase took %v", time.Since(tm).Round(time.Millisecond))
+	}
 	if r.writeOutcome != "accepted" {
 		return
 	}

@@ -152,7 +152,15 @@ func (f *FS) removeAll(name string) error {
 		return err
 	}
 	if fi.IsDir() {
-		d, err := f.OpenFile(name, os.O_RDONLY, 0)
+		// Through the directory above, as the entries below: a name that
+		// is a second name of a directory elsewhere (a corrupt image:
+		// maybe of the root) is refused before anything in it is removed.
+		parent, err := f.OpenFile(path.Dir(name), os.O_RDONLY, 0)
+		if err != nil {
+			return err
+		}
+		d, err := parent.OpenAt(path.Base(name))
+		parent.Close()
 		if err != nil {
 			return err
 		}
