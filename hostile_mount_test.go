@@ -34,8 +34,8 @@ import (
 // and finds unclean after.
 
 const (
-	hostileMountEntries = 5000            // the walk's bound
-	hostileMountRead    = 1 << 20         // bytes read of each file at most
+	hostileMountEntries = 5000             // the walk's bound
+	hostileMountRead    = 1 << 20          // bytes read of each file at most
 	hostileMountTimeout = 60 * time.Second // the whole phase
 )
 
