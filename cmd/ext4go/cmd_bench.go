@@ -41,11 +41,11 @@ func init() {
 func runBench(e *env, args []string) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
 		c := commands["bench"]
-		fmt.Fprintf(e.stderr, "usage: ext4go bench KIND [OPTIONS]\n%s\n\nkinds:\n", c.summary)
+		fmt.Fprintf(e.stdout, "usage: ext4go bench KIND [OPTIONS]\n%s\n\nkinds:\n", c.summary)
 		for _, n := range benchKindNames() {
-			fmt.Fprintf(e.stderr, "  %s\n      %s\n", benchKinds[n].usage, benchKinds[n].summary)
+			fmt.Fprintf(e.stdout, "  %s\n      %s\n", benchKinds[n].usage, benchKinds[n].summary)
 		}
-		printExamples(e.stderr, "bench")
+		printExamples(e.stdout, "bench")
 		return flag.ErrHelp
 	}
 	if len(args) == 0 {
@@ -65,32 +65,6 @@ func benchKindNames() []string {
 	}
 	sort.Strings(n)
 	return n
-}
-
-// parseSize reads a byte count with an optional K, M, G or T suffix (powers
-// of 1024).
-func parseSize(s string) (uint64, error) {
-	mult := uint64(1)
-	if n := len(s); n > 0 {
-		switch strings.ToUpper(s[n-1:]) {
-		case "K":
-			mult = 1 << 10
-		case "M":
-			mult = 1 << 20
-		case "G":
-			mult = 1 << 30
-		case "T":
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			s = s[:n-1]
-		}
-	}
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || v == 0 {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return v * mult, nil
 }
 
 func benchAlloc(e *env, c *command, args []string) error {

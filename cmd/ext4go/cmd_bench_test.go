@@ -68,8 +68,8 @@ func TestBenchUsage(t *testing.T) {
 
 func TestBenchHelp(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := run(&env{stdout: &out, stderr: &errb}, []string{"bench", "-h"}); code != 0 || !strings.Contains(errb.String(), "alloc") {
-		t.Fatalf("exit %d: %s", code, errb.String())
+	if code := run(&env{stdout: &out, stderr: &errb}, []string{"bench", "-h"}); code != 0 || !strings.Contains(out.String(), "alloc") || errb.Len() != 0 {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
 	}
 }
 

@@ -3,23 +3,28 @@ package main
 import (
 	"archive/tar"
 	"bufio"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ext4go/ext4go"
+	"github.com/ext4go/ext4go/internal/mkfs"
 )
 
 func init() {
 	register(&command{
 		name:    "mkfs",
-		usage:   "[-t TYPE] [--size SIZE] [-b BLOCKSIZE] [-I INODESIZE] [-i BYTES-PER-INODE] [-N INODES] [-G FLEX] [-m PCT] [-L LABEL] [-U UUID] [-E OPTS] [-O FEATURES] [-J MiB] [-d DIR | --tar FILE|-] [--uid N] [--gid N] [--map FILE] [--whiteouts] [--margin PCT] [-q] [-F] [-n] IMAGE",
+		usage:   "[-t TYPE] [--size SIZE] [-b BLOCKSIZE] [-I INODESIZE] [-i BYTES-PER-INODE] [-N INODES] [-G FLEX] [-m PCT] [-L LABEL] [-U UUID] [-E OPTS] [-O FEATURES] [-J MiB] [-d DIR | --tar FILE|-] [--uid N] [--gid N] [--map FILE] [--whiteouts] [--margin PCT] [-q] [-F] [-n] IMAGE [SIZE]",
 		summary: "make a new filesystem, optionally filled from a directory or a tar stream (gzip/zstd detected)",
 		run:     runMkfs,
 	})
@@ -29,7 +34,7 @@ func runMkfs(e *env, args []string) error {
 	c := commands["mkfs"]
 	fl := newFlags(c, e)
 	fsType := fl.String("t", "ext4", "filesystem type: ext4, ext3 or ext2")
-	sizeFlag := fl.String("size", "", "image size (e.g. 512M, 20G); default: the device, or fit the content with -margin")
+	sizeFlag := fl.String("size", "", "image size (512M, 1.5G, 20GiB; a bare number is KiB, or blocks with -b, as mke2fs's fs-size, which may follow IMAGE instead); default: the device, or fit the content with --margin")
 	bs := fl.Int("b", 0, "block size: 1024, 2048 or 4096 (default as mke2fs; 4096 when sizing to the content)")
 	inodeSize := fl.Int("I", 0, "inode size (default 256)")
 	usageTypes := fl.String("T", "", "usage types of mke2fs.conf, comma-separated (floppy, small, default, big, huge, news, largefile, largefile4, hurd)")
@@ -38,7 +43,7 @@ func runMkfs(e *env, args []string) error {
 	flex := fl.Int("G", 0, "groups per flex group")
 	reserved := fl.Float64("m", -1, "reserved blocks percentage (default 5)")
 	label := fl.String("L", "", "volume label")
-	uuidFlag := fl.String("U", "", "filesystem UUID")
+	uuidFlag := fl.String("U", "", "filesystem UUID, or random (the default), time (a time-based UUID) or clear (all zeros)")
 	ext := fl.String("E", "", "extended options: hash_seed=UUID, root_owner=UID:GID, resize=BLOCKS, orphan_file_size=BLOCKS")
 	features := fl.String("O", "", "features to add, or remove with ^ (comma-separated)")
 	journal := fl.String("J", "", "journal size in MiB, as N or size=N (default: mke2fs's)")
@@ -56,8 +61,15 @@ func runMkfs(e *env, args []string) error {
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
-	if fl.NArg() != 1 {
-		return usagef("want one IMAGE")
+	switch fl.NArg() {
+	case 1:
+	case 2: // mke2fs's DEVICE [FS-SIZE]
+		if *sizeFlag != "" {
+			return usagef("the size is given twice: --size %s and %s after IMAGE", *sizeFlag, fl.Arg(1))
+		}
+		*sizeFlag = fl.Arg(1)
+	default:
+		return usagef("want IMAGE and at most a SIZE")
 	}
 	if *srcDir != "" && *srcTar != "" {
 		return usagef("-d and -tar exclude each other")
@@ -79,10 +91,16 @@ func runMkfs(e *env, args []string) error {
 	if *reserved >= 0 {
 		o.ReservedPercent = reserved
 	}
-	if *uuidFlag != "" {
+	switch strings.ToLower(*uuidFlag) {
+	case "", "random":
+	case "clear":
+		o.NullUUID = true
+	case "time":
+		o.UUID = timeUUID(time.Now())
+	default:
 		u, err := parseUUID(*uuidFlag)
 		if err != nil {
-			return usagef("-U: %v", err)
+			return usagef("-U: %v (or random, time, clear)", err)
 		}
 		o.UUID = u
 	}
@@ -158,11 +176,19 @@ func runMkfs(e *env, args []string) error {
 		}
 	}
 	if *sizeFlag != "" {
-		n, err := parseSize(*sizeFlag)
-		if err != nil {
-			return usagef("-size: %v", err)
+		// mke2fs's fs-size: a bare number is KiB, or blocks of -b.
+		bare := int64(1024)
+		if *bs > 0 {
+			bare = int64(*bs)
 		}
-		o.Size = int64(n)
+		n, err := parseSizeIn(*sizeFlag, bare, true)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("size '%s' is zero", *sizeFlag)
+		}
+		if err != nil {
+			return usagef("--size: %v", err)
+		}
+		o.Size = n
 	} else if (*srcDir != "" || *srcTar != "") && !exists {
 		// A new image is sized to its content; an existing file or device
 		// keeps its size, as with mke2fs.
@@ -203,25 +229,42 @@ func runMkfs(e *env, args []string) error {
 		}
 	}
 	if *dryRun {
-		return mkfsDryRun(e, image, o, exists)
+		return mkfsOptionError(mkfsDryRun(e, image, o, exists))
 	}
 	if err := ext4go.Mkfs(image, o); err != nil {
-		return err
+		return mkfsOptionError(err)
 	}
 	if *srcDir == "" && *srcTar == "" {
 		return nil
 	}
+	err = fillImage(e, image, *srcDir, tarIn, bo, *quiet)
+	if errors.Is(err, syscall.ENOSPC) && *sizeFlag != "" {
+		err = fmt.Errorf("the content does not fit in --size %s: %w", *sizeFlag, err)
+	}
+	if err != nil && !exists {
+		// A new image that cannot be filled is removed, as a failed cp
+		// leaves no copy; an existing file or device keeps the empty
+		// filesystem, as after mke2fs -d.
+		os.Remove(image)
+		err = fmt.Errorf("%w (%s removed)", err, image)
+	}
+	return err
+}
+
+// fillImage copies the directory srcDir, or else the tar stream tarIn,
+// into the new filesystem in image.
+func fillImage(e *env, image, srcDir string, tarIn io.Reader, bo *ext4go.BuildOptions, quiet bool) error {
 	fsys, err := ext4go.OpenForBuild(image)
 	if err != nil {
 		return err
 	}
-	if !*quiet && isTerminal(e.stderr) {
+	if !quiet && isTerminal(e.stderr) {
 		bar := newProgressBar(e.stderr)
 		bo.Progress = bar.update
 		defer bar.done()
 	}
-	if *srcDir != "" {
-		err = fsys.AddDir(".", *srcDir, bo)
+	if srcDir != "" {
+		err = fsys.AddDir(".", srcDir, bo)
 	} else {
 		err = fsys.AddTar(".", tarIn, bo)
 	}
@@ -229,6 +272,45 @@ func runMkfs(e *env, args []string) error {
 		err = cerr
 	}
 	return err
+}
+
+// mkfsOptionNames are the command's names of the library's options, for
+// its errors.
+var mkfsOptionNames = map[string]string{
+	"BlockSize": "-b", "BytesPerInode": "-i", "Features": "-O", "FlexBGSize": "-G", "FsType": "-t",
+	"InodeCount": "-N", "InodeSize": "-I", "JournalBlocks": "-J", "JournalMiB": "-J", "Label": "-L",
+	"NoJournal": "-O ^has_journal", "OrphanFileBlocks": "-E orphan_file_size", "ReservedPercent": "-m",
+	"ResizeMax": "-E resize", "Size": "--size", "UsageTypes": "-T", "UUID": "-U", "HashSeed": "-E hash_seed",
+}
+
+// mkfsOptionError names the option of an *mkfs.OptionError as the
+// command spells it (-t, not FsType).
+func mkfsOptionError(err error) error {
+	var oe *mkfs.OptionError
+	if errors.As(err, &oe) {
+		name := mkfsOptionNames[oe.Option]
+		if name == "" {
+			name = oe.Option
+		}
+		return fmt.Errorf("%s: %s", name, oe.Detail)
+	}
+	return err
+}
+
+// timeUUID makes a time-based (version 1) UUID, as uuid_generate_time
+// does, with a random clock sequence and a random node (multicast bit
+// set, as RFC 4122 section 4.5 asks of a node that is no MAC address).
+func timeUUID(now time.Time) (u [16]byte) {
+	// 100-ns intervals since 1582-10-15, the Gregorian reform.
+	const gregorianToUnix = 0x01B21DD213814000
+	ts := uint64(now.UnixNano()/100) + gregorianToUnix
+	binary.BigEndian.PutUint32(u[0:], uint32(ts))
+	binary.BigEndian.PutUint16(u[4:], uint16(ts>>32))
+	binary.BigEndian.PutUint16(u[6:], uint16(ts>>48)&0x0fff|0x1000)
+	rand.Read(u[8:])
+	u[8] = u[8]&0x3f | 0x80
+	u[10] |= 0x01
+	return u
 }
 
 // defaultJournalBytes follows mke2fs's default journal size for a

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -166,5 +167,103 @@ func TestMkfsMke2fsOptions(t *testing.T) {
 	}
 	if code, _, stderr := cli("", "mkfs", "-q", "-size", "10M", "-T", "tiny", filepath.Join(dir, "x.img")); code != 1 || !strings.Contains(stderr, "unknown usage type") {
 		t.Fatalf("-T tiny: exit %d, %s", code, stderr)
+	}
+}
+
+// TestMkfsConventions: errors name the command's options (-t, not
+// FsType); sizes as mke2fs and coreutils take them (1.5G, 1GiB, a size
+// after IMAGE, a bare number in KiB or in -b blocks); -U random, time and
+// clear; a new image that cannot be filled is removed.
+func TestMkfsConventions(t *testing.T) {
+	dir := t.TempDir()
+	img := filepath.Join(dir, "c.img")
+	errs := failCLI(t, []string{"-t: unknown filesystem type"}, "mkfs", "-t", "xfs", "--size", "8M", img)
+	if strings.Contains(errs, "FsType") {
+		t.Errorf("the error names the library's field: %s", errs)
+	}
+	failCLI(t, []string{"-I:"}, "mkfs", "-I", "100", "--size", "8M", img)
+	failCLI(t, []string{"--size: size '0' is zero"}, "mkfs", "--size", "0", img)
+	failCLI(t, []string{"invalid suffix in size '3X'"}, "mkfs", img, "3X")
+	blocks := func() (count, size string) {
+		t.Helper()
+		out, err := exec.Command("dumpe2fs", "-h", img).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			k, v, _ := strings.Cut(l, ":")
+			switch k {
+			case "Block count":
+				count = strings.TrimSpace(v)
+			case "Block size":
+				size = strings.TrimSpace(v)
+			}
+		}
+		return
+	}
+	for _, c := range []struct {
+		args        []string
+		count, size string
+	}{
+		{[]string{"--size", "1.5G"}, "393216", "4096"},
+		{[]string{"--size", "1GiB"}, "262144", "4096"},
+		{[]string{"IMAGE", "64M"}, "65536", "1024"},
+		{[]string{"IMAGE", "20000"}, "20000", "1024"}, // KiB
+		{[]string{"-b", "4096", "IMAGE", "5000"}, "5000", "4096"},
+		{[]string{"--size", "1000MB"}, "244140", "4096"},
+	} {
+		os.Remove(img)
+		args := []string{"mkfs", "-q"}
+		hasImage := false
+		for _, a := range c.args {
+			if a == "IMAGE" {
+				a, hasImage = img, true
+			}
+			args = append(args, a)
+		}
+		if !hasImage {
+			args = append(args, img)
+		}
+		mustCLI(t, args...)
+		if count, size := blocks(); count != c.count || size != c.size {
+			t.Errorf("mkfs %q: %s blocks of %s, want %s of %s", c.args, count, size, c.count, c.size)
+		}
+		testutil.RequireFsckClean(t, img)
+	}
+	uuid := func() string {
+		out, _ := exec.Command("dumpe2fs", "-h", img).Output()
+		for _, l := range strings.Split(string(out), "\n") {
+			if k, v, _ := strings.Cut(l, ":"); k == "Filesystem UUID" {
+				return strings.TrimSpace(v)
+			}
+		}
+		return ""
+	}
+	mustCLI(t, "mkfs", "-q", "-F", "-U", "clear", img, "8M")
+	if u := uuid(); u != "<none>" {
+		t.Errorf("-U clear: UUID %s", u)
+	}
+	mustCLI(t, "mkfs", "-q", "-F", "-U", "time", img, "8M")
+	if u := uuid(); len(u) != 36 || u[14] != '1' {
+		t.Errorf("-U time: UUID %s is not a version 1 UUID", u)
+	}
+	mustCLI(t, "mkfs", "-q", "-F", "-U", "random", img, "8M")
+	if u := uuid(); len(u) != 36 || u[14] != '4' {
+		t.Errorf("-U random: UUID %s is not a version 4 UUID", u)
+	}
+	testutil.RequireFsckClean(t, img)
+
+	// A new image that cannot be filled is removed.
+	src := filepath.Join(dir, "src")
+	os.Mkdir(src, 0o755)
+	os.WriteFile(filepath.Join(src, "big"), bytes.Repeat([]byte("x"), 4<<20), 0o644)
+	os.Remove(img)
+	failCLI(t, []string{"does not fit in --size 2M", "removed"}, "mkfs", "--size", "2M", "-d", src, img)
+	if _, err := os.Stat(img); err == nil {
+		t.Error("a failed mkfs -d left its image")
+	}
+	failCLI(t, []string{"encrypt", "removed"}, "mkfs", "-O", "encrypt", "-d", src, img)
+	if _, err := os.Stat(img); err == nil {
+		t.Error("a failed mkfs -O encrypt -d left its image")
 	}
 }

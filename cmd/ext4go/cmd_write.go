@@ -122,12 +122,13 @@ func runWrite(c *writeCommand, e *env, args []string) error {
 }
 
 // parseCmd parses the command line of c, whose options are defs, with
-// parseOpts. On --help it prints c's usage and options to standard error
-// and returns flag.ErrHelp, which run turns into exit status 0.
+// parseOpts. On --help it prints c's usage and options to standard output
+// (asked for, as coreutils prints it) and returns flag.ErrHelp, which run
+// turns into exit status 0.
 func parseCmd(e *env, c *command, defs []optDef, args []string) (*opts, error) {
 	o, err := parseOpts(defs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		printOptUsage(e.stderr, c, defs)
+		printOptUsage(e.stdout, c, defs)
 	}
 	return o, err
 }
@@ -403,45 +404,6 @@ func fileMode(perm uint32) fs.FileMode {
 		m |= fs.ModeSticky
 	}
 	return m
-}
-
-// parseByteSize parses a byte count as coreutils and util-linux take it: a
-// decimal number with an optional suffix K, M, G, T, P or E (powers of
-// 1024, also written KiB, MiB...) or KB, MB... (powers of 1000), any case.
-func parseByteSize(s string) (int64, error) {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	if i == 0 {
-		return 0, fmt.Errorf("invalid size '%s'", s)
-	}
-	n, err := strconv.ParseInt(s[:i], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("invalid size '%s': too large", s)
-	}
-	suf := strings.ToUpper(s[i:])
-	if suf == "" {
-		return n, nil
-	}
-	exp := strings.IndexByte("KMGTPE", suf[0]) + 1
-	base := int64(1024)
-	switch {
-	case exp == 0:
-		return 0, fmt.Errorf("invalid suffix in size '%s'", s)
-	case suf[1:] == "" || suf[1:] == "IB":
-	case suf[1:] == "B":
-		base = 1000
-	default:
-		return 0, fmt.Errorf("invalid suffix in size '%s'", s)
-	}
-	for ; exp > 0; exp-- {
-		if n > math.MaxInt64/base {
-			return 0, fmt.Errorf("invalid size '%s': too large", s)
-		}
-		n *= base
-	}
-	return n, nil
 }
 
 // sizeSpec is coreutils truncate's SIZE: an absolute size or, with op,

@@ -571,8 +571,8 @@ func TestUsageErrors(t *testing.T) {
 		t.Error("usage errors changed the image")
 	}
 	// Help exits 0 and lists the options.
-	if code, _, errs := cli("", "rm", "--help"); code != 0 || !strings.Contains(errs, "--recursive") {
-		t.Errorf("rm --help: exit %d %q", code, errs)
+	if code, out, _ := cli("", "rm", "--help"); code != 0 || !strings.Contains(out, "--recursive") {
+		t.Errorf("rm --help: exit %d %q", code, out)
 	}
 	// A missing image is a plain error naming it.
 	failCLI(t, []string{"no-such-image"}, "mkdir", filepath.Join(t.TempDir(), "no-such-image"), "/a")

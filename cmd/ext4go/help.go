@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"bytes"
 	"fmt"
 	"io"
@@ -80,12 +81,17 @@ func runHelp(e *env, args []string) error {
 
 // versionString is the module version and the VCS revision the binary was
 // built from (debug.BuildInfo), e.g. "ext4go v0.0.0 (rev 9433536, 2026-12-01)".
+// version is the release a build says it is, set by the release build:
+// go build -ldflags "-X main.version=v1.2.3". Otherwise the module's
+// version is said (go install ...@v1.2.3), or (devel).
+var version string
+
 func versionString() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "ext4go (no build information)"
+		return "ext4go " + cmp.Or(version, "(devel)") + " (no build information)"
 	}
-	v := bi.Main.Version
+	v := cmp.Or(version, bi.Main.Version)
 	if v == "" {
 		v = "(devel)"
 	}
@@ -103,8 +109,13 @@ func versionString() string {
 		}
 	}
 	out := "ext4go " + v
-	if rev != "" {
+	switch {
+	case rev != "":
 		out += fmt.Sprintf(" (revision %s, %s%s)", rev, when, dirty)
+	case v == "(devel)":
+		// Neither a release nor a revision: say why, so a bug report
+		// says what was built.
+		out += " (no revision: built outside a git checkout or with -buildvcs=false)"
 	}
 	return out + ", " + bi.GoVersion
 }

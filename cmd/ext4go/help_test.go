@@ -89,3 +89,42 @@ COMP_WORDS=(ext4go mkfs --si); COMP_CWORD=2; _ext4go; echo "mkfs: ${COMPREPLY[*]
 		t.Errorf("zsh -n: %v\n%s", err, out)
 	}
 }
+
+// TestHelpOnStdout: help asked for (--help, -h, of ext4go or of a command)
+// goes to standard output with exit 0, as coreutils' does; without a
+// command the usage is an error on standard error with exit 1.
+func TestHelpOnStdout(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"mkfs", "--help"}, {"ls", "--help"}, {"rm", "-h"},
+		{"bench", "-h"}, {"bench", "alloc", "--help"}, {"help", "put"}, {"mount", "--help"}} {
+		code, out, errs := cli("", args...)
+		if code != 0 || !strings.Contains(out, "usage: ext4go") || errs != "" {
+			t.Errorf("ext4go %q: exit %d, stdout %.80q, stderr %.200q", args, code, out, errs)
+		}
+	}
+	if code, out, errs := cli(""); code != 1 || out != "" || !strings.Contains(errs, "usage: ext4go") {
+		t.Errorf("ext4go: exit %d, stdout %.80q, stderr %.80q", code, out, errs)
+	}
+}
+
+// TestVersionWithoutRevision: a build without version control
+// information says so, and a release build says its version.
+func TestVersionWithoutRevision(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "ext4go")
+	build := exec.Command("go", "build", "-buildvcs=false", "-o", bin, ".")
+	build.Env = append(os.Environ(), "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil || !strings.Contains(string(out), "(devel) (no revision: built outside a git checkout or with -buildvcs=false)") {
+		t.Errorf("ext4go --version: %q, %v", out, err)
+	}
+	build = exec.Command("go", "build", "-buildvcs=false", "-ldflags", "-X main.version=v9.8.7", "-o", bin, ".")
+	build.Env = append(os.Environ(), "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "--version").Output(); err != nil || !strings.HasPrefix(string(out), "ext4go v9.8.7,") {
+		t.Errorf("ext4go --version of a release build: %q, %v", out, err)
+	}
+}

@@ -118,11 +118,14 @@ func recordTo(path string, start func(io.Writer) error, stop func()) (end func()
 }
 
 func run(e *env, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		// No command: a usage error, on standard error.
 		printUsage(e.stderr)
-		if len(args) == 0 {
-			return 1
-		}
+		return 1
+	}
+	if args[0] == "-h" || args[0] == "--help" {
+		// Asked for: on standard output, as coreutils and git print it.
+		printUsage(e.stdout)
 		return 0
 	}
 	if args[0] == "--version" {

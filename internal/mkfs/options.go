@@ -63,6 +63,8 @@ type Options struct {
 
 	// UUID is the filesystem UUID (mke2fs -U); all zeros picks a random one.
 	UUID [16]byte
+	// NullUUID keeps the UUID all zeros (mke2fs -U clear).
+	NullUUID bool
 
 	// HashSeed is the directory hash seed (mke2fs -E hash_seed=); all zeros
 	// picks a random one.

@@ -175,7 +175,7 @@ func newPlan(o Options, devSize int64) (*plan, error) {
 		p.nowTime = time.Now()
 	}
 	p.uuid = o.UUID
-	if p.uuid == ([16]byte{}) {
+	if p.uuid == ([16]byte{}) && !o.NullUUID {
 		p.uuid = randomUUID()
 	}
 	p.hashSeed = o.HashSeed
