@@ -378,19 +378,6 @@ func quotePath(p string) string { return "'" + quoteName(p) + "'" }
 
 // --- Argument syntax ---
 
-// parseMode parses an octal mode (at most 07777) and returns it with its
-// number of digits.
-func parseMode(s string) (uint32, int, error) {
-	if s == "" || strings.Trim(s, "01234567") != "" {
-		return 0, 0, usagef("invalid mode: '%s' (want an octal mode such as 755)", s)
-	}
-	m, err := strconv.ParseUint(s, 8, 32)
-	if err != nil || m > 0o7777 {
-		return 0, 0, usagef("invalid mode: '%s'", s)
-	}
-	return uint32(m), len(s), nil
-}
-
 // fileMode converts permission and set-id/sticky bits to an fs.FileMode.
 func fileMode(perm uint32) fs.FileMode {
 	m := fs.FileMode(perm & 0o777)
@@ -740,10 +727,12 @@ func parseMkdir(o *opts) (action, error) {
 	}
 	mode := uint32(0o755)
 	if s, ok := o.str("m"); ok {
-		var err error
-		if mode, _, err = parseMode(s); err != nil {
+		umask := processUmask()
+		sp, err := parseMode(s, umask)
+		if err != nil {
 			return nil, err
 		}
+		mode = sp.mkdirMode(umask)
 	}
 	parents := o.has("p")
 	return func(x *wctx) error {
@@ -994,26 +983,22 @@ func parseChmod(o *opts) (action, error) {
 	if err := wantArgs(o, 2, -1, "MODE PATH..."); err != nil {
 		return nil, err
 	}
-	mode, digits, err := parseMode(o.args[0])
+	mode, err := parseMode(o.args[0], processUmask())
 	if err != nil {
 		return nil, err
 	}
 	recursive := o.has("R")
 	return func(x *wctx) error {
-		return x.each(o.args[1:], func(p string) error { return chmodPath(x.fsys, p, mode, digits, recursive) })
+		return x.each(o.args[1:], func(p string) error { return chmodPath(x.fsys, p, mode, recursive) })
 	}, nil
 }
 
 // chmodPath sets the mode of p (following a symlink p), and with recursive
-// of everything under it but symlinks. As GNU chmod, an octal mode of
-// fewer than 5 digits keeps a directory's setuid and setgid bits.
-func chmodPath(fsys *ext4go.FS, p string, mode uint32, digits int, recursive bool) error {
+// of everything under it but symlinks, as GNU chmod (modeSpec.apply).
+func chmodPath(fsys *ext4go.FS, p string, mode modeSpec, recursive bool) error {
 	name := imagePath(p)
 	set := func(name string, fi fs.FileInfo, shown string) error {
-		m := mode
-		if fi.IsDir() && digits < 5 {
-			m |= uint32(fi.Sys().(*ext4go.Stat).Mode) & 0o6000
-		}
+		m := mode.apply(uint32(fi.Sys().(*ext4go.Stat).Mode), fi.IsDir())
 		if err := fsys.Chmod(name, fileMode(m)); err != nil {
 			return failf("changing permissions of", shown, err)
 		}

@@ -528,7 +528,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{[]string{"mkdir"}, "missing IMAGE"},
 		{[]string{"mkdir", img}, "missing operand"},
-		{[]string{"mkdir", "-m", "u+x", img, "/a"}, "invalid mode: 'u+x'"},
+		{[]string{"mkdir", "-m", "u+q", img, "/a"}, "invalid mode: 'u+q'"},
 		{[]string{"mkdir", "-m"}, "option requires an argument -- 'm'"},
 		{[]string{"rm", "-x", img, "/a"}, "invalid option -- 'x'"},
 		{[]string{"rm", "--bogus", img, "/a"}, "unrecognized option '--bogus'"},

@@ -2,10 +2,6 @@
 
 package main
 
-import (
-	"golang.org/x/sys/unix"
-)
-
 // What get asks of macOS and FreeBSD: there is no /proc/self/fd to name an
 // open directory, so copyOut keeps the path each was opened by. Those
 // paths are used only where a call takes a path (hard links, the
@@ -34,11 +30,3 @@ func (co *copyOut) entryPath(dirfd int, name string) string {
 // xattrPath names an entry of an open directory for the calls that take
 // a path (the attributes of a symbolic link or a device).
 func (co *copyOut) xattrPath(dirfd int, name string) string { return co.entryPath(dirfd, name) }
-
-// processUmask returns the umask: umask(2) is the only way to read it,
-// which sets it for a moment for every goroutine of the process.
-func processUmask() uint32 {
-	m := unix.Umask(0)
-	unix.Umask(m)
-	return uint32(m)
-}
