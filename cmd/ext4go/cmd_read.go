@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "ls", usage: "[-lRa] [--force] IMAGE [PATH]", summary: "list a directory (or show a file) in the image", run: runLs})
+	register(&command{name: "ls", usage: "[-lnRa] [--force] IMAGE [PATH]", summary: "list a directory (or show a file) in the image", run: runLs})
 	register(&command{name: "cat", usage: "[--force] IMAGE PATH...", summary: "write files of the image to standard output", run: runCat})
 	register(&command{name: "stat", usage: "[--force] IMAGE PATH...", summary: "show the inode of a path (without following a final symlink)", run: runStat})
 }
@@ -61,7 +61,8 @@ func imagePath(p string) string {
 
 func runLs(e *env, args []string) error {
 	fsys, o, err := openRead(e, "ls", []optDef{
-		{short: 'l', help: "long listing: mode, links, owner, size, time"},
+		{short: 'l', help: "long listing: mode, links, owner and group (named by the image's /etc/passwd and /etc/group), size, time"},
+		{short: 'n', long: "numeric-uid-gid", help: "as -l, with owner and group as numbers"},
 		{short: 'R', long: "recursive", help: "list subdirectories recursively"},
 		{short: 'a', long: "all", help: "accepted for compatibility; . and .. are never listed"},
 	}, args, 1, 2)
@@ -69,7 +70,11 @@ func runLs(e *env, args []string) error {
 		return err
 	}
 	defer fsys.Close()
-	long, recursive := o.has("l"), o.has("R")
+	long, recursive := o.has("l") || o.has("n"), o.has("R")
+	var names *idNames
+	if long && !o.has("n") {
+		names = loadIDNames(fsys)
+	}
 	name := "."
 	if len(o.args) == 1 {
 		name = imagePath(o.args[0])
@@ -82,7 +87,7 @@ func runLs(e *env, args []string) error {
 		return err
 	}
 	if !fi.IsDir() {
-		printEntry(e.stdout, fsys, name, fi, long)
+		printEntry(e.stdout, fsys, name, fi, long, names)
 		return nil
 	}
 	var firstErr error
@@ -128,7 +133,7 @@ func runLs(e *env, args []string) error {
 					}
 					continue
 				}
-				printEntry(e.stdout, fsys, p, info, true)
+				printEntry(e.stdout, fsys, p, info, true, names)
 			} else {
 				fmt.Fprintln(e.stdout, quoteName(ent.Name()))
 			}
@@ -199,7 +204,8 @@ func quoteName(s string) string {
 	return s
 }
 
-func printEntry(w io.Writer, fsys *ext4go.FS, name string, fi fs.FileInfo, long bool) {
+// printEntry prints one line of ls; names (nil: numbers) names owners.
+func printEntry(w io.Writer, fsys *ext4go.FS, name string, fi fs.FileInfo, long bool, names *idNames) {
 	base := quoteName(path.Base(name))
 	if name == "." {
 		base = "."
@@ -213,7 +219,7 @@ func printEntry(w io.Writer, fsys *ext4go.FS, name string, fi fs.FileInfo, long 
 	if fi.Mode()&fs.ModeDevice != 0 {
 		size = fmt.Sprintf("%d, %d", st.Major(), st.Minor())
 	}
-	line := fmt.Sprintf("%s %3d %5d %5d %10s %s %s", modeString(st.Mode), st.Nlink, st.UID, st.GID, size,
+	line := fmt.Sprintf("%s %3d %-8s %-8s %10s %s %s", modeString(st.Mode), st.Nlink, names.user(st.UID), names.group(st.GID), size,
 		st.Mtime.UTC().Format("2006-01-02 15:04"), base)
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		if t, err := fsys.ReadLink(name); err == nil {
@@ -279,6 +285,7 @@ func runStat(e *env, args []string) error {
 	}
 	defer fsys.Close()
 	first := true
+	names := loadIDNames(fsys)
 	return eachOperand(e, "stat", o.args, func(p string) error {
 		name := imagePath(p)
 		fi, err := fsys.Lstat(name)
@@ -300,7 +307,8 @@ func runStat(e *env, args []string) error {
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "  Type: %s\n", fileTypeName(fi.Mode()))
 		fmt.Fprintf(w, " Inode: %d  Links: %d  Generation: %d\n", st.Ino, st.Nlink, st.Generation)
-		fmt.Fprintf(w, "  Mode: (%04o/%s)  Uid: %d  Gid: %d\n", st.Mode&0o7777, modeString(st.Mode), st.UID, st.GID)
+		fmt.Fprintf(w, "  Mode: (%04o/%s)  Uid: (%5d/%8s)  Gid: (%5d/%8s)\n", st.Mode&0o7777, modeString(st.Mode),
+			st.UID, names.user(st.UID), st.GID, names.group(st.GID))
 		fmt.Fprintf(w, "  Size: %d  Blocks: %d (512-byte)\n", st.Size, st.Blocks)
 		if fi.Mode()&fs.ModeDevice != 0 {
 			fmt.Fprintf(w, "Device: %d,%d\n", st.Major(), st.Minor())

@@ -170,11 +170,11 @@ func TestReadCommandOptions(t *testing.T) {
 		// Without "--" a dash name is an option.
 		failCLI(t, []string{"invalid option -- 'd'", usage}, name, img, "-dash", dest)
 		code, out, errs := cli("", name, "--help")
-		if code != 0 || out != "" || !strings.Contains(errs, usage) || !strings.Contains(errs, "  --force ") {
+		if code != 0 || errs != "" || !strings.Contains(out, usage) || !strings.Contains(out, "  --force ") {
 			t.Errorf("%s --help: exit %d, stdout %q, stderr %q", name, code, out, errs)
 		}
-		if code, _, errs := cli("", name, "-h"); code != 0 || !strings.Contains(errs, usage) {
-			t.Errorf("%s -h: exit %d %q", name, code, errs)
+		if code, out, _ := cli("", name, "-h"); code != 0 || !strings.Contains(out, usage) {
+			t.Errorf("%s -h: exit %d %q", name, code, out)
 		}
 	}
 	failCLI(t, []string{"missing operand after '/d': want IMAGE PATH DEST"}, "get", img, "/d")
@@ -218,5 +218,35 @@ func TestLsSkipsBadEntries(t *testing.T) {
 		if slices.Contains(args, "-R") && !strings.Contains(out, "file-299\n") {
 			t.Errorf("%q: h not listed:\n%s", args, out)
 		}
+	}
+}
+
+// TestLsNames: ls -l and stat name owners and groups by the image's own
+// /etc/passwd and /etc/group (numbers where they have none, and with -n).
+func TestLsNames(t *testing.T) {
+	src := t.TempDir()
+	os.MkdirAll(filepath.Join(src, "etc"), 0o755)
+	os.WriteFile(filepath.Join(src, "etc/passwd"), []byte("root:x:0:0::/root:/bin/sh\nalice:x:1000:1000::/home/alice:/bin/sh\n"), 0o644)
+	os.WriteFile(filepath.Join(src, "etc/group"), []byte("root:x:0:\nstaff:x:1000:\n"), 0o644)
+	for name, id := range map[string]int{"mine": 1000, "nobody-here": 4242} {
+		p := filepath.Join(src, name)
+		os.WriteFile(p, []byte(name), 0o644)
+		if err := os.Lchown(p, id, id); err != nil {
+			t.Skipf("chown: %v (needs root)", err)
+		}
+	}
+	img := filepath.Join(t.TempDir(), "n.img")
+	mustCLI(t, "mkfs", "-q", "-d", src, img)
+	out := mustCLI(t, "ls", "-l", img, "/")
+	for _, want := range []string{" alice    staff ", " 4242     4242 ", " root     root "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ls -l lacks %q:\n%s", want, out)
+		}
+	}
+	if out := mustCLI(t, "ls", "-n", img, "/"); !strings.Contains(out, " 1000     1000 ") || strings.Contains(out, "alice") {
+		t.Errorf("ls -n:\n%s", out)
+	}
+	if out := mustCLI(t, "stat", img, "/mine"); !strings.Contains(out, "Uid: ( 1000/   alice)  Gid: ( 1000/   staff)") {
+		t.Errorf("stat:\n%s", out)
 	}
 }

@@ -649,7 +649,7 @@ ln -s 'data file' /a/link
 	for _, c := range []struct{ script, msg string }{
 		{"mkdir /s1\nmkdir 'unterminated\n", "line 2: unterminated single quote"},
 		{"mkdir /s1\nfrobnicate /x\n", `line 2: unknown command "frobnicate"`},
-		{"mkdir /s1\n\nchmod u+x /a\n", "line 3: chmod: invalid mode"},
+		{"mkdir /s1\n\nchmod u+q /a\n", "line 3: chmod: invalid mode"},
 		{"mkdir /s1\nwrite /a/f\n", "line 2: write: not available in batch"},
 		{"mkdir /s1\nmkdir \"open\n\n", "line 2: unterminated double quote"},
 	} {
