@@ -163,7 +163,9 @@ func runFrag(e *env, args []string) error {
 		if asJSON {
 			j := fragFileJSON{Path: displayPath(p), Ino: ino, Extents: len(ext), NonContiguous: fr.NonContiguous}
 			if verbose {
-				j.List = ext
+				for _, x := range ext {
+					j.List = append(j.List, extentJSON{Logical: x.Logical, Physical: x.Physical, Length: x.Length, Unwritten: x.Unwritten})
+				}
 			}
 			listed = append(listed, j)
 			return nil
@@ -243,13 +245,22 @@ func runFrag(e *env, args []string) error {
 	return nil
 }
 
+// extentJSON is one extent of frag -v --json, keyed in snake_case as
+// every other JSON ext4go prints.
+type extentJSON struct {
+	Logical   uint64 `json:"logical"`
+	Physical  uint64 `json:"physical"`
+	Length    uint64 `json:"length"`
+	Unwritten bool   `json:"unwritten,omitempty"`
+}
+
 // fragFileJSON is one file of frag --json.
 type fragFileJSON struct {
-	Path          string          `json:"path"`
-	Ino           uint32          `json:"ino"`
-	Extents       int             `json:"extents"`
-	NonContiguous bool            `json:"non_contiguous"`
-	List          []ext4go.Extent `json:"extent_list,omitempty"`
+	Path          string       `json:"path"`
+	Ino           uint32       `json:"ino"`
+	Extents       int          `json:"extents"`
+	NonContiguous bool         `json:"non_contiguous"`
+	List          []extentJSON `json:"extent_list,omitempty"`
 }
 
 // fragSummary totals what frag saw. Each inode counts once, however many
