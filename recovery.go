@@ -167,6 +167,23 @@ func (jf *journalFile) read(f *FS, nr uint32) ([]byte, error) {
 	return b, nil
 }
 
+// locate fills in where a recovery error lies: the journal inode, and
+// for a *JournalRecoveryError the filesystem block of the damaged log
+// block.
+func (jf *journalFile) locate(err error, ino uint32) error {
+	var re *jbd2.RecoveryError
+	if errors.As(err, &re) && re == err {
+		blk := int64(-1)
+		if p, perr := jf.phys(re.LogBlock); perr == nil {
+			blk = int64(p)
+		}
+		c := *re
+		c.Err = fserr.At(re.Err, blk, ino)
+		return &c
+	}
+	return fserr.At(err, -1, ino)
+}
+
 // recoverJournal replays the internal journal into memory.
 func (f *FS) recoverJournal() (*journalLog, error) {
 	jf, err := f.openJournalFile()
@@ -180,7 +197,7 @@ func (f *FS) recoverJournal() (*journalLog, error) {
 	sb := f.sb
 	rec, err := jbd2.Recover(jf.sb, func(nr uint32) ([]byte, error) { return jf.read(f, nr) })
 	if err != nil {
-		return nil, fserr.At(err, -1, sb.JournalInum)
+		return nil, jf.locate(err, sb.JournalInum)
 	}
 	for blk := range rec.Blocks {
 		if blk >= sb.BlocksCount() {
@@ -339,7 +356,7 @@ func (f *FS) Journal() (*JournalInfo, error) {
 	if jsb.Start != 0 {
 		rec, err := jbd2.Recover(jsb, func(nr uint32) ([]byte, error) { return jf.read(f, nr) })
 		if err != nil {
-			info.ReplayError = err
+			info.ReplayError = jf.locate(err, f.sb.JournalInum)
 		} else {
 			info.Transactions = int(rec.EndSeq - rec.StartSeq)
 			info.LoggedBlocks = len(rec.Blocks)
