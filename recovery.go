@@ -39,6 +39,11 @@ type JournalReplay struct {
 	Revoked      int // logged copies skipped for a revoke record
 	BadBlocks    int // logged copies skipped for a bad checksum
 	FastCommits  int // fast-commit records applied after the transactions
+	// FailedCommit is the transaction whose commit block failed its
+	// checksum, where the replay stopped; 0 if none. e2fsck reports it
+	// ("Journal transaction N was corrupt, replay was aborted") and the
+	// kernel refuses such a journal after its replay (jbd2_journal_load).
+	FailedCommit uint32
 }
 
 // Replay reports the journal replay this open made in memory, or nil if

@@ -37,6 +37,12 @@ type Recovery struct {
 	// as the kernel skips them, and reported (the kernel then fails the
 	// recovery with EIO after replaying the rest).
 	BadBlocks []uint64
+	// FailedCommit is the transaction whose commit block failed its
+	// checksum (not a stale log's): the log ends before it and it is not
+	// replayed; 0 if none (kernel: j_failed_commit, for which
+	// jbd2_journal_load then refuses the journal with EFSCORRUPTED;
+	// e2fsck: "Journal transaction N was corrupt, replay was aborted").
+	FailedCommit uint32
 
 	writes int            // replayed copies so far
 	last   map[uint64]int // block -> the number of its last replayed copy
@@ -268,6 +274,9 @@ func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32,
 			bad := false
 			if kind == passScan && sb.HasCompat(CompatChecksum) {
 				if endKnown {
+					// A commit after the one that failed: that one was
+					// corrupt, not interrupted (kernel: j_failed_commit).
+					r.FailedCommit = end
 					return end, nil
 				}
 				ok := (c.Checksums[0] == crc && c.ChecksumType == ChecksumCRC32 && c.ChecksumSize == 4) ||
@@ -286,6 +295,9 @@ func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32,
 				// (with async_commit the scan goes on to see whether a
 				// later commit exists, but nothing after is replayed).
 				if !sb.HasIncompat(IncompatAsyncCommit) {
+					if kind == passScan {
+						r.FailedCommit = seq
+					}
 					return done()
 				}
 				if !endKnown {

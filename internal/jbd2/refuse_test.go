@@ -244,3 +244,56 @@ func TestRecoverCorruptJournalImages(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoverFailedCommit: a commit block failing its checksum under a
+// commit time not older than the last ends the replay before its
+// transaction and is reported in FailedCommit (kernel: j_failed_commit;
+// e2fsck: "Journal transaction N was corrupt, replay was aborted"), as
+// in the e2fsprogs image j_corrupt_commit_csum; a stale one (older) is
+// not reported.
+func TestRecoverFailedCommit(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		sec    uint64
+		failed uint32
+	}{{"corrupt", 101, 8}, {"stale", 99, 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			l := newLogBuilder(t)
+			l.txn(t, 100, 0xaa, 50)
+			_, commit := l.txn(t, c.sec, 0xbb, 51)
+			l.blocks[commit][16] ^= 0xff
+			rec, err := l.recover()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.EndSeq != 8 || len(rec.Blocks) != 1 || rec.FailedCommit != c.failed {
+				t.Errorf("want transaction 7 alone, failed commit %d: %s, failed commit %d", c.failed, summary(rec), rec.FailedCommit)
+			}
+		})
+	}
+	t.Run("j_corrupt_commit_csum", func(t *testing.T) {
+		needTool(t, "debugfs")
+		src := filepath.Join(sharedDir, "j_corrupt_commit_csum.img.gz")
+		if _, err := os.Stat(src); err != nil {
+			t.Skipf("image absent: %v", err)
+		}
+		j, err := exec.Command("debugfs", "-R", "cat <8>", gunzip(t, src)).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := Decode(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs := int(sb.BlockSize)
+		rec, err := Recover(sb, func(nr uint32) ([]byte, error) {
+			if off := int(nr) * bs; off+bs <= len(j) {
+				return j[off : off+bs], nil
+			}
+			return make([]byte, bs), nil
+		})
+		if err != nil || rec.FailedCommit != 3 || len(rec.Blocks) != 0 {
+			t.Errorf("want nothing replayed, failed commit 3: %s, %v", summary(rec), err)
+		}
+	})
+}
