@@ -6,6 +6,7 @@ import (
 
 	"github.com/ext4go/ext4go/internal/dev"
 	"github.com/ext4go/ext4go/internal/fserr"
+	"github.com/ext4go/ext4go/internal/jbd2"
 )
 
 // Error types and sentinels. A *ChecksumError also matches ErrCorrupt.
@@ -13,6 +14,18 @@ type (
 	CorruptError     = fserr.CorruptError
 	ChecksumError    = fserr.ChecksumError
 	UnsupportedError = fserr.UnsupportedError
+	// JournalRecoveryError is a journal that needs recovery and that the
+	// kernel's recovery refuses as a whole (a descriptor or revoke block
+	// that fails its checksum in a transaction that did commit, a revoke
+	// block whose count overruns it, a log that runs on past its own
+	// start): it names the transaction (Seq), the journal block
+	// (LogBlock) and the pass, and wraps a *CorruptError whose Block is
+	// that journal block's filesystem block. Nothing of such a journal is
+	// replayed, as neither the kernel (which refuses the mount) nor e2fsck
+	// (which discards the journal) replays any of it. An Open fails with
+	// it (and ErrJournalReplay); Options.IgnoreJournal reads the on-disk
+	// state, which is what e2fsck leaves.
+	JournalRecoveryError = jbd2.RecoveryError
 )
 
 var (

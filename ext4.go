@@ -295,7 +295,7 @@ func newFS(d dev.Device, opts *Options, reproducible bool) (*FS, error) {
 			return nil, fmt.Errorf("after replaying the journal: %w", err)
 		}
 		replay := &JournalReplay{Transactions: int(rec.EndSeq - rec.StartSeq), Blocks: len(rec.Blocks),
-			Revoked: rec.RevokeHits, BadBlocks: len(rec.BadBlocks)}
+			Revoked: rec.RevokeHits, BadBlocks: len(rec.BadBlocks), FailedCommit: rec.FailedCommit}
 		if rec.FastCommits != nil {
 			replay.FastCommits = len(rec.FastCommits.Tags)
 		}

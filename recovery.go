@@ -39,6 +39,11 @@ type JournalReplay struct {
 	Revoked      int // logged copies skipped for a revoke record
 	BadBlocks    int // logged copies skipped for a bad checksum
 	FastCommits  int // fast-commit records applied after the transactions
+	// FailedCommit is the transaction whose commit block failed its
+	// checksum, where the replay stopped; 0 if none. e2fsck reports it
+	// ("Journal transaction N was corrupt, replay was aborted") and the
+	// kernel refuses such a journal after its replay (jbd2_journal_load).
+	FailedCommit uint32
 }
 
 // Replay reports the journal replay this open made in memory, or nil if
@@ -167,6 +172,23 @@ func (jf *journalFile) read(f *FS, nr uint32) ([]byte, error) {
 	return b, nil
 }
 
+// locate fills in where a recovery error lies: the journal inode, and
+// for a *JournalRecoveryError the filesystem block of the damaged log
+// block.
+func (jf *journalFile) locate(err error, ino uint32) error {
+	var re *jbd2.RecoveryError
+	if errors.As(err, &re) && re == err {
+		blk := int64(-1)
+		if p, perr := jf.phys(re.LogBlock); perr == nil {
+			blk = int64(p)
+		}
+		c := *re
+		c.Err = fserr.At(re.Err, blk, ino)
+		return &c
+	}
+	return fserr.At(err, -1, ino)
+}
+
 // recoverJournal replays the internal journal into memory.
 func (f *FS) recoverJournal() (*journalLog, error) {
 	jf, err := f.openJournalFile()
@@ -180,7 +202,7 @@ func (f *FS) recoverJournal() (*journalLog, error) {
 	sb := f.sb
 	rec, err := jbd2.Recover(jf.sb, func(nr uint32) ([]byte, error) { return jf.read(f, nr) })
 	if err != nil {
-		return nil, fserr.At(err, -1, sb.JournalInum)
+		return nil, jf.locate(err, sb.JournalInum)
 	}
 	for blk := range rec.Blocks {
 		if blk >= sb.BlocksCount() {
@@ -339,7 +361,7 @@ func (f *FS) Journal() (*JournalInfo, error) {
 	if jsb.Start != 0 {
 		rec, err := jbd2.Recover(jsb, func(nr uint32) ([]byte, error) { return jf.read(f, nr) })
 		if err != nil {
-			info.ReplayError = err
+			info.ReplayError = jf.locate(err, f.sb.JournalInum)
 		} else {
 			info.Transactions = int(rec.EndSeq - rec.StartSeq)
 			info.LoggedBlocks = len(rec.Blocks)

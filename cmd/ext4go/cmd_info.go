@@ -105,6 +105,9 @@ func runInfo(e *env, args []string) error {
 		if r.FastCommits > 0 {
 			s += fmt.Sprintf(", %d fast-commit records applied", r.FastCommits)
 		}
+		if r.FailedCommit != 0 {
+			s += fmt.Sprintf("; stopped at transaction %d, whose commit block fails its checksum", r.FailedCommit)
+		}
 		row("Journal replayed in memory", s)
 	}
 	if in.Checksummed {

@@ -1,6 +1,7 @@
 package jbd2
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -36,6 +37,12 @@ type Recovery struct {
 	// as the kernel skips them, and reported (the kernel then fails the
 	// recovery with EIO after replaying the rest).
 	BadBlocks []uint64
+	// FailedCommit is the transaction whose commit block failed its
+	// checksum (not a stale log's): the log ends before it and it is not
+	// replayed; 0 if none (kernel: j_failed_commit, for which
+	// jbd2_journal_load then refuses the journal with EFSCORRUPTED;
+	// e2fsck: "Journal transaction N was corrupt, replay was aborted").
+	FailedCommit uint32
 
 	writes int            // replayed copies so far
 	last   map[uint64]int // block -> the number of its last replayed copy
@@ -90,6 +97,34 @@ func Recover(sb *Superblock, read ReadLog) (*Recovery, error) {
 	return r, nil
 }
 
+// RecoveryError is a log the kernel's recovery refuses as a whole
+// (kernel: do_one_pass's "goto failed" exits, which make
+// jbd2_journal_recover fail before or during the replay; e2fsprogs'
+// recovery.c is the same code): nothing is replayed, not even the
+// transactions before Seq, since the kernel's scan or revoke pass fails
+// before its replay pass starts. The kernel then refuses the mount;
+// e2fsck reports it ("Journal checksum error found", "... while
+// recovering journal"), discards the journal and checks the filesystem
+// as it is on disk.
+type RecoveryError struct {
+	Seq      uint32 // the transaction with the damage
+	LogBlock uint32 // the damaged journal block (0 is the journal superblock)
+	Pass     string // the recovery pass that failed: "scan", "revoke" or "replay"
+	// Checksum is set when a block failed its checksum (the kernel's
+	// EFSBADCRC) rather than breaking the format (EINVAL, EFSCORRUPTED).
+	Checksum bool
+	// Err is the cause, a *fserr.CorruptError (it matches
+	// fserr.ErrCorrupt; a checksum cause is not a *fserr.ChecksumError,
+	// since skipping checksums does not make the kernel replay it).
+	Err error
+}
+
+func (e *RecoveryError) Error() string {
+	return fmt.Sprintf("journal transaction %d, log block %d (%s pass): %v", e.Seq, e.LogBlock, e.Pass, e.Err)
+}
+
+func (e *RecoveryError) Unwrap() error { return e.Err }
+
 type passKind int
 
 const (
@@ -97,6 +132,21 @@ const (
 	passRevoke
 	passReplay
 )
+
+func (k passKind) String() string {
+	return [...]string{"scan", "revoke", "replay"}[k]
+}
+
+// asCorrupt turns a checksum error into the corruption it stands for
+// here (see RecoveryError.Err); other errors are returned unchanged.
+func asCorrupt(err error) (error, bool) {
+	var ke *fserr.ChecksumError
+	if errors.As(err, &ke) {
+		return &fserr.CorruptError{What: ke.What, Block: ke.Block, Ino: ke.Ino,
+			Detail: fmt.Sprintf("checksum mismatch (stored %#x, computed %#x)", ke.Stored, ke.Computed)}, true
+	}
+	return err, false
+}
 
 // pass walks the log once. The scan returns the end transaction; the
 // other passes stop there.
@@ -106,6 +156,15 @@ func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32,
 	crc := ^uint32(0) // v1 transaction checksum
 	var lastCommit uint64
 	needCommitTime := false // a checksum failed: is this a stale log?
+	// The first block that failed its checksum in the scan, reported if
+	// the commit block after it shows the log is not stale.
+	var badAt uint32
+	var badErr error
+	// fail refuses the log: the damage is block at of transaction seq.
+	fail := func(at uint32, cause error) (uint32, error) {
+		cause, sum := asCorrupt(cause)
+		return 0, &RecoveryError{Seq: seq, LogBlock: at, Pass: kind.String(), Checksum: sum, Err: cause}
+	}
 	endKnown := false
 	// done is where the log ends: the first transaction that failed its
 	// commit checks (async_commit scans on past it), else seq.
@@ -134,26 +193,29 @@ func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32,
 		// A block of the log (the one that ends it, read above, may be
 		// the first again when the log fills the whole area).
 		if used++; used > logLen {
-			return 0, fserr.Corrupt("journal", "the log runs on past its own start")
+			return fail(blk, fserr.Corrupt("journal", "the log runs on past its own start"))
 		}
 		here := blk
 		blk = sb.NextLogBlock(blk)
 		switch h.BlockType {
 		case BlockDescriptor:
-			if VerifyBlockTail(sb, b) != nil {
+			if err := VerifyBlockTail(sb, b); err != nil {
 				if kind != passScan {
-					return 0, fserr.Corrupt("journal", "bad checksum of descriptor block %d (transaction %d)", here, seq)
+					return fail(here, err)
 				}
 				// Maybe stale blocks of an old log (lazy journal init):
 				// the next commit block's time tells.
 				needCommitTime = true
+				if badErr == nil {
+					badAt, badErr = here, err
+				}
 			}
 			d, err := DecodeDescriptor(sb, b)
 			if err != nil {
-				return 0, err
+				return fail(here, err)
 			}
 			if used += int64(len(d.Tags)); used > logLen {
-				return 0, fserr.Corrupt("journal", "the log runs on past its own start")
+				return fail(here, fserr.Corrupt("journal", "the log runs on past its own start"))
 			}
 			if kind == passScan && sb.HasCompat(CompatChecksum) && !needCommitTime && !endKnown {
 				crc = TransactionCRC32(crc, b)
@@ -197,17 +259,24 @@ func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32,
 		case BlockCommit:
 			c, err := DecodeCommit(sb, b)
 			if err != nil {
-				return 0, err
+				return fail(here, err)
 			}
 			if needCommitTime {
+				// kernel: do_one_pass, "Invalid checksum found in
+				// transaction": a commit not older than the last one
+				// says the bad block belongs to this log, and the whole
+				// recovery fails (-EFSBADCRC) before any replay.
 				if c.CommitSec >= lastCommit {
-					return 0, fserr.Corrupt("journal", "bad checksum in transaction %d", seq)
+					return fail(badAt, badErr)
 				}
 				return done() // a stale log after a newer one: the end
 			}
 			bad := false
 			if kind == passScan && sb.HasCompat(CompatChecksum) {
 				if endKnown {
+					// A commit after the one that failed: that one was
+					// corrupt, not interrupted (kernel: j_failed_commit).
+					r.FailedCommit = end
 					return end, nil
 				}
 				ok := (c.Checksums[0] == crc && c.ChecksumType == ChecksumCRC32 && c.ChecksumSize == 4) ||
@@ -226,6 +295,9 @@ func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32,
 				// (with async_commit the scan goes on to see whether a
 				// later commit exists, but nothing after is replayed).
 				if !sb.HasIncompat(IncompatAsyncCommit) {
+					if kind == passScan {
+						r.FailedCommit = seq
+					}
 					return done()
 				}
 				if !endKnown {
@@ -242,15 +314,22 @@ func (r *Recovery) pass(sb *Superblock, read ReadLog, kind passKind, end uint32,
 			}
 			seq++
 		case BlockRevoke:
-			if kind == passScan && VerifyBlockTail(sb, b) != nil {
-				needCommitTime = true
+			if kind == passScan {
+				if err := VerifyBlockTail(sb, b); err != nil {
+					needCommitTime = true
+					if badErr == nil {
+						badAt, badErr = here, err
+					}
+				}
 			}
 			if kind != passRevoke {
 				continue
 			}
+			// kernel: scan_revoke_records, whose -EINVAL for an r_count
+			// beyond the block fails the whole recovery.
 			rv, err := DecodeRevoke(sb, b)
 			if err != nil {
-				return 0, err
+				return fail(here, err)
 			}
 			for _, blk := range rv.Blocks {
 				if old, ok := revoked[blk]; !ok || SeqAfter(seq, old) {
