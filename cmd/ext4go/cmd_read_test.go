@@ -3,8 +3,11 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -248,5 +251,39 @@ func TestLsNames(t *testing.T) {
 	}
 	if out := mustCLI(t, "stat", img, "/mine"); !strings.Contains(out, "Uid: ( 1000/   alice)  Gid: ( 1000/   staff)") {
 		t.Errorf("stat:\n%s", out)
+	}
+}
+
+// TestJSONKeysSnakeCase: every key of every JSON ext4go prints (frag,
+// frag -v, freefrag) is snake_case.
+func TestJSONKeysSnakeCase(t *testing.T) {
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "f"), bytes.Repeat([]byte("x"), 100000), 0o644)
+	img := filepath.Join(t.TempDir(), "j.img")
+	mustCLI(t, "mkfs", "-q", "-d", src, img)
+	snake := regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	var walk func(where string, v any)
+	walk = func(where string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if !snake.MatchString(k) {
+					t.Errorf("%s: key %q is not snake_case", where, k)
+				}
+				walk(where, x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(where, x)
+			}
+		}
+	}
+	for _, args := range [][]string{{"frag", "--json", img}, {"frag", "-v", "--json", img}, {"freefrag", "--json", img}} {
+		out := mustCLI(t, args...)
+		var v any
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("%q: %v\n%s", args, err, out)
+		}
+		walk(strings.Join(args[:len(args)-1], " "), v)
 	}
 }
