@@ -391,6 +391,14 @@ func (s *fragSummary) json() map[string]any {
 	}
 }
 
+// countOf says n things, one or many: "1 entry", "3 entries".
+func countOf(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
 func plural(n int) string {
 	if n == 1 {
 		return ""

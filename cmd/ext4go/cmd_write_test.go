@@ -868,3 +868,27 @@ func TestPutNoSpace(t *testing.T) {
 	}
 	testutil.RequireFsckClean(t, img)
 }
+
+// TestPutLeavesNothingOnFailure: a put (alone or in batch) whose file
+// cannot be made whole (here: its xattr does not fit the image) leaves no
+// half-made file behind (it left one of mode 0600 without its xattrs).
+func TestPutLeavesNothingOnFailure(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "xf")
+	os.WriteFile(src, []byte("data"), 0o644)
+	if err := unix.Setxattr(src, "user.big", bytes.Repeat([]byte("v"), 3000), 0); err != nil {
+		t.Skipf("host xattrs: %v", err)
+	}
+	img := filepath.Join(dir, "p.img")
+	mustCLI(t, "mkfs", "-q", "-b", "1024", "-O", "^ea_inode", img, "4M")
+	failCLI(t, []string{"cannot set attribute user.big"}, "put", img, src, "/xf")
+	code, _, errs := cli("put "+src+" /xf2\n", "batch", img)
+	if code != 1 || !strings.Contains(errs, "user.big") {
+		t.Errorf("batch: exit %d: %s", code, errs)
+	}
+	out := mustCLI(t, "ls", img, "/")
+	if strings.Contains(out, "xf") {
+		t.Errorf("a failed put left its file:\n%s", out)
+	}
+	testutil.RequireFsckClean(t, img)
+}

@@ -73,7 +73,7 @@ func runGet(e *env, args []string) error {
 		return err
 	}
 	if co.errs > 0 {
-		return fmt.Errorf("%d entries could not be copied", co.errs)
+		return fmt.Errorf("%s could not be copied", countOf(co.errs, "entry", "entries"))
 	}
 	return nil
 }

@@ -114,7 +114,20 @@ func (p *putter) makeDir(dst, srcShown string) error {
 
 // setMeta gives dst the owner, xattrs, mode and times of the host entry
 // srcShown, in that order (times last, as every change moves only ctime).
-func (p *putter) setMeta(dst, srcShown string, st *host.Stat, attrs []host.Xattr) error {
+// Where one fails, a non-directory dst (just made by put) is removed, as
+// a failed copy leaves none behind; a directory stays with what was
+// copied into it.
+func (p *putter) setMeta(dst, srcShown string, st *host.Stat, attrs []host.Xattr) (err error) {
+	if st.Type() != host.IFDIR {
+		defer func() {
+			if err == nil {
+				return
+			}
+			if rerr := p.fsys.Remove(dst); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				p.report(failf("cannot remove the partial copy", displayPath(dst), rerr))
+			}
+		}()
+	}
 	shown := displayPath(dst)
 	if !p.o.noOwner {
 		if err := p.fsys.Lchown(dst, int(st.UID), int(st.GID)); err != nil {

@@ -47,7 +47,7 @@ func (p *putter) put(src, dst string) error {
 		return err
 	}
 	if p.errs > 0 {
-		return fmt.Errorf("%d entries of %s could not be copied", p.errs, quotePath(src))
+		return fmt.Errorf("%s of %s could not be copied", countOf(p.errs, "entry", "entries"), quotePath(src))
 	}
 	return nil
 }
