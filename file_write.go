@@ -910,10 +910,11 @@ func (f *FS) fallocate(n *node, mode int, off, length int64, c privCaller) error
 		if mode&FallocKeepSize == 0 && uint64(end) > in.Size {
 			in.Size = uint64(end)
 		}
+		// Every mode moves both, whatever it allocated and with
+		// FALLOC_FL_KEEP_SIZE too, as the kernel's ext4_fallocate does
+		// (Linux 6.18: TestFallocateTimesMatchKernel).
 		in.Ctime = inode.FromTime(f.now())
-		if mode&FallocZeroRange != 0 {
-			in.Mtime = in.Ctime
-		}
+		in.Mtime = in.Ctime
 	}
 	retries, finished := 0, false
 	for lblk := first; lblk <= last; {
