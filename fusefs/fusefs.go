@@ -122,8 +122,11 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		return nil, err
 	}
 	mo := &fuse.MountOptions{
-		AllowOther:         o.AllowOther,
-		FsName:             o.FsName,
+		AllowOther: o.AllowOther,
+		FsName:     o.FsName,
+		// The subtype: the mount's type is fuse.ext4go (as fuse2fs's is
+		// fuse.ext4), which findmnt -t and fstab's type name.
+		Name:               "ext4go",
 		MaxWrite:           o.MaxWrite,
 		Debug:              o.Debug,
 		Logger:             o.Logger,
