@@ -169,7 +169,10 @@ func (b *builder) addTarEntry(tr *tar.Reader, hdr *tar.Header, name string, dirT
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		e.mode = 0x4000 | mode
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
+		// archive/tar gives a sparse entry's (GNU tar -S, old GNU or PAX
+		// format) whole contents, holes read as zeros: writeSparse makes
+		// holes of them again.
 		e.mode = 0x8000 | mode
 	case tar.TypeSymlink:
 		e.mode = 0xA000 | 0o777

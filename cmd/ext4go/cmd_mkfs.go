@@ -394,6 +394,51 @@ func readIDMap(name string) (map[uint32]uint32, map[uint32]uint32, error) {
 	return uids, gids, sc.Err()
 }
 
+// isSparseEntry reports whether a tar entry holds a sparse file: old GNU
+// ('S') or PAX (GNU.sparse.* records) format.
+func isSparseEntry(hdr *tar.Header) bool {
+	if hdr.Typeflag == tar.TypeGNUSparse {
+		return true
+	}
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
+}
+
+// dataBlocksBytes reads an entry's contents and returns the bytes of the
+// blocks of bs bytes that are not all zeros: what the image will store
+// (the rest become holes, as AddTar writes them).
+func dataBlocksBytes(r io.Reader, bs int) (int64, error) {
+	buf := make([]byte, 1<<20)
+	var n int64
+	for {
+		m, err := io.ReadFull(r, buf)
+		for i := 0; i < m; i += bs {
+			if !allZero(buf[i:min(i+bs, m)]) {
+				n += int64(min(bs, m-i))
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func humanBytes(n int64) string {
 	switch {
 	case n >= 1<<30:
@@ -464,9 +509,17 @@ func spoolTar(r io.Reader, bs int) (*os.File, ext4go.Estimate, error) {
 		name := path.Clean("/" + hdr.Name)
 		dirs[path.Dir(name)] += int64(8 + (len(path.Base(name))+3)&^3)
 		switch hdr.Typeflag {
-		case tar.TypeReg, tar.TypeRegA:
-			est.Blocks += uint64((hdr.Size + int64(bs) - 1) / int64(bs))
-			est.DataBytes += hdr.Size
+		case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
+			size := hdr.Size
+			if isSparseEntry(hdr) {
+				// A sparse file is sized by its data, not its length: a
+				// 1 GiB file holding 100 KB takes 100 KB.
+				if size, err = dataBlocksBytes(tr, bs); err != nil {
+					return tmp, est, fmt.Errorf("tar: %s: %w", hdr.Name, err)
+				}
+			}
+			est.Blocks += uint64((size + int64(bs) - 1) / int64(bs))
+			est.DataBytes += size
 		case tar.TypeSymlink:
 			if len(hdr.Linkname) >= 60 {
 				est.Blocks++
