@@ -41,10 +41,11 @@ type BuildOptions struct {
 	// Time, when set, is the change and creation time of every inode made
 	// (SOURCE_DATE_EPOCH); otherwise they get the current time.
 	Time time.Time
-	// ClampTimes limits access and modification times to Time, as the
-	// reproducible-builds specification asks of SOURCE_DATE_EPOCH, so that
-	// reading the source between two builds (which moves its atimes)
-	// changes nothing.
+	// ClampTimes limits modification times to Time, as the
+	// reproducible-builds specification asks of SOURCE_DATE_EPOCH, and
+	// gives every access time the (limited) modification time: reading
+	// the source between two builds moves its atimes, from before Time to
+	// after it, and the build must not change with them.
 	ClampTimes bool
 	// Workers copy file data at once (default: 8, or GOMAXPROCS if more;
 	// on a cold cache copying waits on the source's disk more than on the
@@ -843,13 +844,12 @@ func (f *FS) stampBuildTimes(in *inode.Inode, atime, mtime, ctime time.Time, cla
 	if ctime.IsZero() {
 		ctime = f.now()
 	} else if clamp {
-		// ctime is SOURCE_DATE_EPOCH: nothing may be later.
-		if atime.After(ctime) {
-			atime = ctime
-		}
+		// ctime is SOURCE_DATE_EPOCH: nothing may be later, and the
+		// access time, which reading the source moves, is not kept.
 		if mtime.After(ctime) {
 			mtime = ctime
 		}
+		atime = mtime
 	}
 	in.Atime = inode.FromTime(atime)
 	in.Mtime = inode.FromTime(mtime)
