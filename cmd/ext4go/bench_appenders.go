@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ext4go/ext4go/internal/lockstat"
 	"io"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/ext4go/ext4go/internal/lockstat"
 )
 
 func init() {
