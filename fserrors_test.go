@@ -271,3 +271,50 @@ func TestChangeErrorRecorded(t *testing.T) {
 		}
 	}
 }
+
+// TestChangeChecksumErrorRecorded: a change that meets a bad inode
+// checksum records EFSBADCRC with the inode and the inode table block,
+// as dumpe2fs -h shows them.
+func TestChangeChecksumErrorRecorded(t *testing.T) {
+	testutil.RequireTools(t, "mke2fs", "debugfs", "e2fsck", "dumpe2fs")
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "keep"), []byte("keep\n"), 0o644)
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 16<<20, "-t", "ext4", "-O", "metadata_csum", "-d", src)
+	m := regexp.MustCompile(`located at block (\d+)`).FindStringSubmatch(testutil.Debugfs(t, image, "imap keep"))
+	ino := regexp.MustCompile(`Inode: (\d+)`).FindStringSubmatch(testutil.Debugfs(t, image, "stat keep"))
+	if m == nil || ino == nil {
+		t.Fatal("debugfs: no inode location of keep")
+	}
+	testutil.DebugfsWrite(t, image, "sif keep checksum 0x1234")
+	fsckExit, fsckOut := testutil.E2fsckFN(t, image)
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true, Errors: ext4go.ErrorsContinue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Chmod("keep", 0o600); !errors.Is(err, ext4go.ErrChecksum) {
+		t.Errorf("chmod keep: %v, want ErrChecksum", err)
+	}
+	if err := fsys.WriteFile("other", []byte("o"), 0o644); err != nil {
+		t.Errorf("a change after the error (continue): %v", err)
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h := dumpe2fsHeader(t, image)
+	for k, v := range map[string]string{
+		"Filesystem state":     "clean with errors",
+		"FS Error count":       "1",
+		"First error function": "FS.chmod",
+		"First error inode #":  ino[1],
+		"First error block #":  m[1],
+		"First error err":      "EFSBADCRC",
+	} {
+		if h[k] != v {
+			t.Errorf("dumpe2fs -h %q: %q, want %q", k, h[k], v)
+		}
+	}
+	if exit, out := testutil.E2fsckFN(t, image); exit != fsckExit || fsckProblems(out, image) != fsckProblems(fsckOut, image) {
+		t.Errorf("e2fsck -fn changed its verdict: exit %d, was %d\n%s\nwas:\n%s", exit, fsckExit, out, fsckOut)
+	}
+}
