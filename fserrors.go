@@ -180,15 +180,13 @@ func (f *FS) noteError(fn string, errp *error) {
 		ino, block, errno, key = ke.Ino, ke.Block, super.ErrnoEFSBADCRC, ke
 	case errors.As(err, &ce):
 		ino, block, key = ce.Ino, ce.Block, ce
-	default:
-		key = err
 	}
 	w := f.w
 	w.errorsMu.Lock()
 	defer w.errorsMu.Unlock()
 	// A public method that calls another (WriteFile → OpenFile, Write)
 	// records the inner one's error once.
-	if w.lastNoted == key {
+	if key != nil && w.lastNoted == key { // pointers: comparable
 		return
 	}
 	w.lastNoted = key
