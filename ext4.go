@@ -47,7 +47,9 @@ type Options struct {
 	AllowInUse bool
 	// AllowUnclean opens for writing a filesystem whose state says it was
 	// not cleanly unmounted, or has errors. Without it such an open fails
-	// (check it with e2fsck -f first); with it, Close marks it clean.
+	// (check it with e2fsck -f first); with it, Close marks it cleanly
+	// unmounted, but the errors mark stays: only e2fsck clears it (as
+	// the kernel, which writes s_state back with EXT4_ERROR_FS kept).
 	AllowUnclean bool
 	// NoJournal writes a filesystem that has a journal without it: each
 	// commit writes its blocks in place, as on a filesystem without one.
