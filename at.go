@@ -92,7 +92,8 @@ func (d *File) LookupAt(name string) (*File, error) {
 // O_TRUNC of flag, as opening /proc/self/fd/N does: for a File from
 // LookupAt, or to read a file open only for writing. With O_PATH
 // (unix.O_PATH) the File is one as LookupAt gives.
-func (f *File) Reopen(flag int) (*File, error) {
+func (f *File) Reopen(flag int) (_ *File, err error) {
+	defer f.fsys.noteError("File.Reopen", &err)
 	if err := f.checkOpen("reopen"); err != nil {
 		return nil, err
 	}
@@ -103,8 +104,8 @@ func (f *File) Reopen(flag int) (*File, error) {
 	if flag&oPath != 0 {
 		readable, writable, flag = false, false, 0
 	}
-	if (writable || flag&os.O_TRUNC != 0) && fsys.w == nil {
-		return nil, &fs.PathError{Op: "reopen", Path: f.name, Err: ErrReadOnly}
+	if (writable || flag&os.O_TRUNC != 0) && fsys.refuseChange() != nil {
+		return nil, &fs.PathError{Op: "reopen", Path: f.name, Err: fsys.refuseChange()}
 	}
 	n := f.n
 	if n.isSymlink() && (readable || writable) {
@@ -147,11 +148,12 @@ func (f *File) Reopen(flag int) (*File, error) {
 // (mknod, mkdir, symlink, open with O_CREAT|O_EXCL). A regular file is
 // opened with flag's access mode (and O_APPEND); anything else is
 // returned as LookupAt returns it. An existing name is fs.ErrExist.
-func (d *File) MakeAt(name string, ni NewInode, flag int) (*File, error) {
+func (d *File) MakeAt(name string, ni NewInode, flag int) (_ *File, err error) {
+	defer d.fsys.noteError("File.MakeAt", &err)
 	f := d.fsys
 	const op = "makeat"
-	if f.w == nil {
-		return nil, d.atErr(op, name, ErrReadOnly)
+	if f.refuseChange() != nil {
+		return nil, d.atErr(op, name, f.refuseChange())
 	}
 	parent, err := d.atName(op, name)
 	if err != nil {
@@ -199,11 +201,12 @@ func (d *File) MakeAt(name string, ni NewInode, flag int) (*File, error) {
 // UnlinkAt removes the entry name of directory d: as unlink(2) (EISDIR
 // for a directory), or with dir as rmdir(2) (ENOTDIR for anything but a
 // directory, ENOTEMPTY for one with entries).
-func (d *File) UnlinkAt(name string, dir bool) error {
+func (d *File) UnlinkAt(name string, dir bool) (err error) {
+	defer d.fsys.noteError("File.UnlinkAt", &err)
 	f := d.fsys
 	op := "unlinkat"
-	if f.w == nil {
-		return d.atErr(op, name, ErrReadOnly)
+	if f.refuseChange() != nil {
+		return d.atErr(op, name, f.refuseChange())
 	}
 	parent, err := d.atName(op, name)
 	if err != nil {
@@ -226,11 +229,12 @@ func (d *File) UnlinkAt(name string, dir bool) error {
 
 // LinkAt adds the entry name in directory d for the inode of target, as
 // linkat(2) of an open file; a directory cannot be linked (EPERM).
-func (d *File) LinkAt(target *File, name string) error {
+func (d *File) LinkAt(target *File, name string) (err error) {
+	defer d.fsys.noteError("File.LinkAt", &err)
 	f := d.fsys
 	op := "linkat"
-	if f.w == nil {
-		return d.atErr(op, name, ErrReadOnly)
+	if f.refuseChange() != nil {
+		return d.atErr(op, name, f.refuseChange())
 	}
 	if err := target.checkOpen(op); err != nil {
 		return err
@@ -251,14 +255,15 @@ func (d *File) LinkAt(target *File, name string) error {
 
 // RenameAt moves the entry oldName of directory d to newName of directory
 // newDir, as renameat2(2) with flags RenameNoReplace or RenameExchange.
-func (d *File) RenameAt(oldName string, newDir *File, newName string, flags int) error {
+func (d *File) RenameAt(oldName string, newDir *File, newName string, flags int) (err error) {
+	defer d.fsys.noteError("File.RenameAt", &err)
 	f := d.fsys
 	op := "renameat"
 	fail := func(err error) error {
 		return &os.LinkError{Op: op, Old: d.name + "/" + oldName, New: newDir.name + "/" + newName, Err: err}
 	}
-	if f.w == nil {
-		return fail(ErrReadOnly)
+	if f.refuseChange() != nil {
+		return fail(f.refuseChange())
 	}
 	if err := newDir.checkOpen(op); err != nil {
 		return err
@@ -317,12 +322,13 @@ func (f *FS) Usage() Usage {
 
 // setAttr changes f's inode with fn, as the f* calls do: the inode is
 // changed whatever names it has (an unlinked open file included).
-func (f *File) setAttr(op string, fn func(in *inode.Inode) error) error {
+func (f *File) setAttr(op string, fn func(in *inode.Inode) error) (err error) {
+	defer f.fsys.noteError("File."+op, &err)
 	if err := f.checkOpen(op); err != nil {
 		return err
 	}
-	if f.fsys.w == nil {
-		return &fs.PathError{Op: op, Path: f.name, Err: ErrReadOnly}
+	if f.fsys.refuseChange() != nil {
+		return &fs.PathError{Op: op, Path: f.name, Err: f.fsys.refuseChange()}
 	}
 	if err := f.fsys.setAttrNode(f.n, false, fn); err != nil {
 		return &fs.PathError{Op: op, Path: f.name, Err: err}
@@ -331,12 +337,13 @@ func (f *File) setAttr(op string, fn func(in *inode.Inode) error) error {
 }
 
 // setAttrFlags is setAttr for a change of the inode flags.
-func (f *File) setAttrFlags(op string, fn func(in *inode.Inode) error) error {
+func (f *File) setAttrFlags(op string, fn func(in *inode.Inode) error) (err error) {
+	defer f.fsys.noteError("File."+op, &err)
 	if err := f.checkOpen(op); err != nil {
 		return err
 	}
-	if f.fsys.w == nil {
-		return &fs.PathError{Op: op, Path: f.name, Err: ErrReadOnly}
+	if f.fsys.refuseChange() != nil {
+		return &fs.PathError{Op: op, Path: f.name, Err: f.fsys.refuseChange()}
 	}
 	if err := f.fsys.changeAttrNode(f.n, false, frozenAll, fn); err != nil {
 		return &fs.PathError{Op: op, Path: f.name, Err: err}
@@ -385,15 +392,16 @@ func (f *File) Chtimes(atime, mtime time.Time) error {
 // times it kept. Unlike Chtimes it may change an append-only file (as on
 // Linux, where only explicit times are refused there); an immutable one
 // is still refused.
-func (f *File) Touch(atime, mtime time.Time) error {
+func (f *File) Touch(atime, mtime time.Time) (err error) {
+	defer f.fsys.noteError("File.Touch", &err)
 	if err := f.checkOpen("touch"); err != nil {
 		return err
 	}
-	if f.fsys.w == nil {
-		return &fs.PathError{Op: "touch", Path: f.name, Err: ErrReadOnly}
+	if f.fsys.refuseChange() != nil {
+		return &fs.PathError{Op: "touch", Path: f.name, Err: f.fsys.refuseChange()}
 	}
 	fsys := f.fsys
-	err := fsys.changeAttrNode(f.n, false, frozenAppend, func(in *inode.Inode) error {
+	err = fsys.changeAttrNode(f.n, false, frozenAppend, func(in *inode.Inode) error {
 		if !atime.IsZero() {
 			in.Atime = inode.FromTime(fsys.clampTime(atime))
 		}
@@ -468,12 +476,13 @@ func (f *File) RemoveXattr(attr string) error {
 	return f.xattrOp("removexattr", xattrChange{name: attr, remove: true})
 }
 
-func (f *File) xattrOp(op string, c xattrChange) error {
+func (f *File) xattrOp(op string, c xattrChange) (err error) {
+	defer f.fsys.noteError("File."+op, &err)
 	if err := f.checkOpen(op); err != nil {
 		return err
 	}
-	if f.fsys.w == nil {
-		return &fs.PathError{Op: op, Path: f.name, Err: ErrReadOnly}
+	if f.fsys.refuseChange() != nil {
+		return &fs.PathError{Op: op, Path: f.name, Err: f.fsys.refuseChange()}
 	}
 	if err := f.fsys.xattrOpNode(f.n, false, c); err != nil {
 		return &fs.PathError{Op: op, Path: f.name, Err: err}

@@ -21,7 +21,7 @@ const (
 // Options.Lazytime the new access time stays in memory (lazytime.go). No
 // lock of n may be held.
 func (f *FS) touchAtime(n *node) {
-	if f.opts.Atime == AtimeNever || f.w == nil || f.closed.Load() {
+	if f.opts.Atime == AtimeNever || f.refuseChange() != nil || f.closed.Load() {
 		return
 	}
 	now := f.now()

@@ -44,6 +44,17 @@
 // prefix of its data, which it reports. After Close, every method of the
 // FS and of its Files returns an error matching fs.ErrClosed.
 //
+// Errors recorded: a change that finds corruption also records it in the
+// superblock as the kernel's ext4_error does (state "with errors", the
+// error count, the first and last error: time, inode, block, the method
+// that found it, EFSCORRUPTED or EFSBADCRC), which dumpe2fs -h and
+// Info show, so that the next e2fsck -p checks the filesystem instead of
+// skipping it as clean. Options.Errors then lets later changes go on or
+// refuses them with an *ErrorsReadOnlyError (the kernel's errors=
+// option; ErrorsPanic does not panic). A writable Open of a filesystem
+// marked with errors needs Options.AllowUnclean; Close keeps the mark,
+// which only e2fsck clears.
+//
 // Crash safety: changes to an image with a journal go through it, as the
 // kernel's jbd2 in data=ordered mode (internal/journal): a crash or kill
 // at any moment leaves each transaction wholly there or wholly absent, and

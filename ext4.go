@@ -47,7 +47,9 @@ type Options struct {
 	AllowInUse bool
 	// AllowUnclean opens for writing a filesystem whose state says it was
 	// not cleanly unmounted, or has errors. Without it such an open fails
-	// (check it with e2fsck -f first); with it, Close marks it clean.
+	// (check it with e2fsck -f first); with it, Close marks it cleanly
+	// unmounted, but the errors mark stays: only e2fsck clears it (as
+	// the kernel, which writes s_state back with EXT4_ERROR_FS kept).
 	AllowUnclean bool
 	// NoJournal writes a filesystem that has a journal without it: each
 	// commit writes its blocks in place, as on a filesystem without one.
@@ -93,6 +95,18 @@ type Options struct {
 	// files and the background writeback flushes the rest (default 32
 	// MiB).
 	DelayedLimit int64
+	// Errors is what a change that finds the filesystem corrupt does
+	// besides failing (the kernel's errors= mount option): always record
+	// the error in the superblock (so that e2fsck -p checks the
+	// filesystem), then go on, or refuse later changes until Close. The
+	// default is the superblock's s_errors (tune2fs -e). See ErrorsMode.
+	Errors ErrorsMode
+	// OnError, when set, is called once a change has recorded an error
+	// in the superblock, after it is written (the kernel logs "EXT4-fs
+	// error" then; FSError.KernelStyle formats that line). It runs in
+	// the goroutine of the failed change, with no lock of the
+	// filesystem held, and must not wait for another change.
+	OnError func(*FSError)
 	// UID and GID own the inodes OpenFile, Mkdir, Symlink and Mknod make
 	// (default 0:0, root); in a setgid directory the group is the
 	// directory's, as on Linux.
@@ -493,6 +507,9 @@ func (f *FS) Close() error {
 	var err error
 	if f.w != nil {
 		err = f.closeWriter()
+		if err == nil {
+			err = f.panicError() // everything is written: errors=panic's error
+		}
 		if err == nil && f.reproducible {
 			err = f.dev.Sync() // the commits of a build do not sync
 		}

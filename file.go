@@ -192,7 +192,10 @@ func (f *File) ReadDir(count int) ([]fs.DirEntry, error) {
 
 // Close releases the file. Closing twice returns an error. The last close
 // of a file that was unlinked while open frees it.
-func (f *File) Close() error {
+func (f *File) Close() (err error) {
+	// The last close of an unlinked file frees it, and a writer's flushes
+	// its delayed data: changes.
+	defer f.fsys.noteError("File.Close", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {

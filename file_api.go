@@ -10,7 +10,8 @@ import (
 )
 
 // Write writes p at the current offset (at the end with O_APPEND).
-func (f *File) Write(p []byte) (int, error) {
+func (f *File) Write(p []byte) (_ int, err error) {
+	defer f.fsys.noteError("File.Write", &err)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed || f.fsys.closed.Load() {
@@ -40,7 +41,8 @@ func (f *File) Write(p []byte) (int, error) {
 
 // WriteAt writes p at off. It is not allowed on a file opened with
 // O_APPEND, as with os.File.
-func (f *File) WriteAt(p []byte, off int64) (int, error) {
+func (f *File) WriteAt(p []byte, off int64) (_ int, err error) {
+	defer f.fsys.noteError("File.WriteAt", &err)
 	if err := f.checkOpen("write"); err != nil {
 		return 0, err
 	}
@@ -119,8 +121,8 @@ func (f *File) lockNode(op string) error {
 }
 
 func (f *File) checkWrite(op string) error {
-	if f.fsys.w == nil {
-		return &fs.PathError{Op: op, Path: f.name, Err: ErrReadOnly}
+	if f.fsys.refuseChange() != nil {
+		return &fs.PathError{Op: op, Path: f.name, Err: f.fsys.refuseChange()}
 	}
 	if !f.writable {
 		return &fs.PathError{Op: op, Path: f.name, Err: syscall.EBADF}
@@ -130,7 +132,8 @@ func (f *File) checkWrite(op string) error {
 
 // Truncate changes the file's size, freeing the blocks past a smaller size;
 // a larger size reads as zeros.
-func (f *File) Truncate(size int64) error {
+func (f *File) Truncate(size int64) (err error) {
+	defer f.fsys.noteError("File.Truncate", &err)
 	if err := f.checkOpen("truncate"); err != nil {
 		return err
 	}
@@ -157,7 +160,8 @@ func (f *File) Truncate(size int64) error {
 // changing the size, FallocPunchHole|FallocKeepSize frees the range, and
 // FallocZeroRange (optionally with FallocKeepSize) makes it read as zeros
 // keeping it allocated.
-func (f *File) Fallocate(mode int, off, length int64) error {
+func (f *File) Fallocate(mode int, off, length int64) (err error) {
+	defer f.fsys.noteError("File.Fallocate", &err)
 	if err := f.checkOpen("fallocate"); err != nil {
 		return err
 	}
@@ -182,7 +186,8 @@ func (f *File) Fallocate(mode int, off, length int64) error {
 
 // Sync writes the filesystem's changes to the device (all of them: ext4go
 // commits whole transactions, like fsync on a journalled ext4).
-func (f *File) Sync() error {
+func (f *File) Sync() (err error) {
+	defer f.fsys.noteError("File.Sync", &err)
 	if err := f.checkOpen("sync"); err != nil {
 		return err
 	}
@@ -197,7 +202,8 @@ func (f *File) Name() string { return f.name }
 
 // WriteFile writes data to the named file, creating it with mode perm if
 // needed and truncating it otherwise, as os.WriteFile.
-func (f *FS) WriteFile(name string, data []byte, perm fs.FileMode) error {
+func (f *FS) WriteFile(name string, data []byte, perm fs.FileMode) (err error) {
+	defer f.noteError("FS.WriteFile", &err)
 	file, err := f.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return err

@@ -117,6 +117,7 @@ func checkOpenFlags(in *inode.Inode, flag int, writable bool) error {
 // stay. A server acting for other users (fusefs) calls KillPriv with
 // what it knows of its caller before each such change.
 func (f *File) KillPriv(suidgid bool, inGroup func(gid uint32) bool) (changed bool, err error) {
+	defer f.fsys.noteError("File.KillPriv", &err)
 	if err := f.checkOpen("killpriv"); err != nil {
 		return false, err
 	}

@@ -37,6 +37,33 @@ type Info struct {
 	FirstOrphan                    uint32 // head of the orphan list (s_last_orphan), 0 if empty
 	Checksummed                    bool
 	Checksum, ChecksumSeed         uint32
+	// ErrorCount is s_error_count, the errors recorded (by the kernel's
+	// ext4_error or a change of ext4go) since e2fsck last cleared them;
+	// FirstError and LastError are their records, nil when empty.
+	ErrorCount            uint32
+	FirstError, LastError *ErrorRecord
+}
+
+// ErrorRecord is where and when an error was recorded in the superblock
+// (s_first_error_* or s_last_error_*), as dumpe2fs -h prints it.
+type ErrorRecord struct {
+	Time     time.Time
+	Function string // the kernel's function, or ext4go's method ("FS.Remove")
+	Line     uint32 // the kernel's source line; 0 from ext4go
+	Ino      uint32 // 0 if none
+	Block    uint64 // 0 if none
+	Err      string // "EFSCORRUPTED", "EFSBADCRC", ...; "" if not recorded
+}
+
+func errorRecord(r super.ErrorRecord) *ErrorRecord {
+	if r.IsZero() {
+		return nil
+	}
+	e := &ErrorRecord{Time: r.Time, Function: r.Func, Line: r.Line, Ino: r.Ino, Block: r.Block}
+	if r.Code != 0 {
+		e.Err = super.ErrCodeName(r.Code)
+	}
+	return e
 }
 
 // Info returns a summary of the filesystem's superblock.
@@ -86,6 +113,8 @@ func (f *FS) Info() *Info {
 		in.JournalInode = sb.JournalInum
 	}
 	in.FirstOrphan = sb.LastOrphan
+	in.ErrorCount = sb.ErrorCount
+	in.FirstError, in.LastError = errorRecord(sb.FirstError()), errorRecord(sb.LastError())
 	in.State = "not clean"
 	if sb.State&super.StateValid != 0 {
 		in.State = "clean"

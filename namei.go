@@ -273,8 +273,8 @@ func (f *FS) checkDirWritable(n *node) error {
 // parentOf resolves the directory holding name and returns it with the
 // last element.
 func (f *FS) parentOf(op, name string) (*node, string, error) {
-	if f.w == nil {
-		return nil, "", &fs.PathError{Op: op, Path: name, Err: ErrReadOnly}
+	if f.refuseChange() != nil {
+		return nil, "", &fs.PathError{Op: op, Path: name, Err: f.refuseChange()}
 	}
 	if !validPath(name) || name == "." {
 		return nil, "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
@@ -594,7 +594,11 @@ func (f *FS) dropLink(h handle, child *node, isDir bool) error {
 // OpenFile opens the named file as os.OpenFile does, with the flags
 // os.O_RDONLY, O_WRONLY, O_RDWR, O_CREATE, O_EXCL, O_TRUNC and O_APPEND; a
 // file it creates gets mode perm (no umask) and owner 0:0.
-func (f *FS) OpenFile(name string, flag int, perm fs.FileMode) (*File, error) {
+func (f *FS) OpenFile(name string, flag int, perm fs.FileMode) (_ *File, err error) {
+	if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC) != 0 {
+		// A change (an open for reading finds what a read finds).
+		defer f.noteError("FS.OpenFile", &err)
+	}
 	return f.openFile(name, flag, perm, 0)
 }
 
@@ -607,8 +611,8 @@ func (f *FS) openFile(name string, flag int, perm fs.FileMode, hops int) (*File,
 	if err := f.checkClosed("open", name); err != nil {
 		return nil, err
 	}
-	if (writable || flag&(os.O_CREATE|os.O_TRUNC) != 0) && f.w == nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: ErrReadOnly}
+	if (writable || flag&(os.O_CREATE|os.O_TRUNC) != 0) && f.refuseChange() != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: f.refuseChange()}
 	}
 	if flag&os.O_CREATE == 0 {
 		n, err := f.resolve("open", name, true)
@@ -782,12 +786,14 @@ func (f *FS) mknodAt(op, name string, e newEntry) error {
 }
 
 // Mkdir creates a directory with mode perm (no umask), owned by 0:0.
-func (f *FS) Mkdir(name string, perm fs.FileMode) error {
+func (f *FS) Mkdir(name string, perm fs.FileMode) (err error) {
+	defer f.noteError("FS.Mkdir", &err)
 	return f.mknodAt("mkdir", name, newEntry{mode: 0x4000 | unixPerm(perm), uid: f.opts.UID, gid: f.opts.GID, inheritACL: true})
 }
 
 // MkdirAll creates a directory and any missing parents, as os.MkdirAll.
-func (f *FS) MkdirAll(name string, perm fs.FileMode) error {
+func (f *FS) MkdirAll(name string, perm fs.FileMode) (err error) {
+	defer f.noteError("FS.MkdirAll", &err)
 	if fi, err := f.Stat(name); err == nil {
 		if fi.IsDir() {
 			return nil
@@ -799,7 +805,7 @@ func (f *FS) MkdirAll(name string, perm fs.FileMode) error {
 			return err
 		}
 	}
-	err := f.Mkdir(name, perm)
+	err = f.Mkdir(name, perm)
 	if err != nil && errors.Is(err, fs.ErrExist) {
 		if fi, serr := f.Stat(name); serr == nil && fi.IsDir() {
 			return nil
@@ -809,7 +815,8 @@ func (f *FS) MkdirAll(name string, perm fs.FileMode) error {
 }
 
 // Symlink creates name as a symbolic link to target.
-func (f *FS) Symlink(target, name string) error {
+func (f *FS) Symlink(target, name string) (err error) {
+	defer f.noteError("FS.Symlink", &err)
 	if target == "" {
 		return &fs.PathError{Op: "symlink", Path: name, Err: syscall.ENOENT}
 	}
@@ -823,7 +830,8 @@ func (f *FS) Symlink(target, name string) error {
 
 // Mknod creates a device node, fifo or socket: mode holds the S_IF* type
 // and permission bits as in mknod(2), dev the device number (Mkdev).
-func (f *FS) Mknod(name string, mode uint32, dev uint64) error {
+func (f *FS) Mknod(name string, mode uint32, dev uint64) (err error) {
+	defer f.noteError("FS.Mknod", &err)
 	switch mode & 0xF000 {
 	case 0x2000, 0x6000, 0x1000, 0xC000:
 	case 0x8000, 0:

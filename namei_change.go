@@ -18,7 +18,8 @@ import (
 )
 
 // Remove removes the named file or empty directory, as os.Remove.
-func (f *FS) Remove(name string) error {
+func (f *FS) Remove(name string) (err error) {
+	defer f.noteError("FS.Remove", &err)
 	parent, base, err := f.parentOf("remove", name)
 	if err != nil {
 		return err
@@ -130,7 +131,8 @@ func (f *FS) dirIsEmpty(n *node) (bool, error) {
 
 // RemoveAll removes name and everything under it, as os.RemoveAll: a
 // missing name is not an error.
-func (f *FS) RemoveAll(name string) error {
+func (f *FS) RemoveAll(name string) (err error) {
+	defer f.noteError("FS.RemoveAll", &err)
 	// Like os.RemoveAll, which refuses "." (and names ending in it) before
 	// removing anything.
 	if name == "." || name == "" {
@@ -218,7 +220,8 @@ func (f *FS) emptyDir(d *File, name string, above map[uint32]bool) error {
 }
 
 // Link creates newname as a hard link to the file oldname.
-func (f *FS) Link(oldname, newname string) error {
+func (f *FS) Link(oldname, newname string) (err error) {
+	defer f.noteError("FS.Link", &err)
 	return f.retryAlloc(func() error { return f.link(oldname, newname) })
 }
 
@@ -314,9 +317,10 @@ func (f *FS) linkIn(old, parent *node, base string) (err error) {
 }
 
 // setAttr changes the named file's inode with fn, under its lock.
-func (f *FS) setAttr(op, name string, follow bool, fn func(in *inode.Inode) error) error {
-	if f.w == nil {
-		return &fs.PathError{Op: op, Path: name, Err: ErrReadOnly}
+func (f *FS) setAttr(op, name string, follow bool, fn func(in *inode.Inode) error) (err error) {
+	defer f.noteError("FS."+op, &err)
+	if f.refuseChange() != nil {
+		return &fs.PathError{Op: op, Path: name, Err: f.refuseChange()}
 	}
 	n, err := f.resolve(op, name, follow)
 	if err != nil {

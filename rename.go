@@ -27,8 +27,9 @@ func (f *FS) Rename(oldname, newname string) error {
 
 // RenameWith is Rename with renameat2 flags: RenameNoReplace fails if
 // newname exists; RenameExchange swaps the two names atomically.
-func (f *FS) RenameWith(oldname, newname string, flags int) error {
-	err := f.retryAlloc(func() error { return f.rename(oldname, newname, flags) })
+func (f *FS) RenameWith(oldname, newname string, flags int) (err error) {
+	defer f.noteError("FS.Rename", &err)
+	err = f.retryAlloc(func() error { return f.rename(oldname, newname, flags) })
 	if err != nil {
 		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: unwrapPath(err)}
 	}

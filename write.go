@@ -48,6 +48,14 @@ type writer struct {
 	orphanMu lockstat.Mutex[lockstat.MFSOrphans] // protects the orphan list and fileOrphans
 	closed   bool
 
+	// Errors found by changes (fserrors.go): errorsMu serialises their
+	// recording, lastNoted is the last error recorded (one error is
+	// recorded once), errorsRO is set once changes are refused
+	// (errors=remount-ro or panic).
+	errorsMu  sync.Mutex
+	lastNoted error
+	errorsRO  atomic.Pointer[ErrorsReadOnlyError]
+
 	// orphanFile is the orphan file (feature orphan_file), else nil;
 	// fileOrphans are the nodes recorded in it (orphanMu).
 	orphanFile  *orphanFile
@@ -675,7 +683,15 @@ func (f *FS) writeDirtyGroupDescs(h *txn.Handle) error {
 }
 
 // Sync writes every change made so far to the device and flushes it.
-func (f *FS) Sync() error {
+// Under ErrorsPanic, once a change found the filesystem corrupt, it
+// returns the *ErrorsReadOnlyError after writing.
+func (f *FS) Sync() (err error) {
+	defer f.noteError("FS.Sync", &err)
+	defer func() {
+		if err == nil {
+			err = f.panicError()
+		}
+	}()
 	if f.closed.Load() {
 		return fs.ErrClosed
 	}

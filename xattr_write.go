@@ -475,9 +475,10 @@ func xattrArgs(c xattrChange) error {
 	return nil
 }
 
-func (f *FS) xattrOp(op, name string, c xattrChange) error {
-	if f.w == nil {
-		return &fs.PathError{Op: op, Path: name, Err: ErrReadOnly}
+func (f *FS) xattrOp(op, name string, c xattrChange) (err error) {
+	defer f.noteError("FS."+op, &err)
+	if f.refuseChange() != nil {
+		return &fs.PathError{Op: op, Path: name, Err: f.refuseChange()}
 	}
 	if err := xattrArgs(c); err != nil {
 		return &fs.PathError{Op: op, Path: name, Err: err}

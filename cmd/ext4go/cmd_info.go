@@ -77,6 +77,31 @@ func runInfo(e *env, args []string) error {
 	if in.FirstOrphan != 0 {
 		row("First orphan inode", in.FirstOrphan)
 	}
+	// The error records, as dumpe2fs -h prints them (e2fsprogs:
+	// list_super2).
+	if in.ErrorCount != 0 {
+		row("FS Error count", in.ErrorCount)
+	}
+	for _, r := range []struct {
+		which string
+		rec   *ext4go.ErrorRecord
+	}{{"First", in.FirstError}, {"Last", in.LastError}} {
+		if r.rec == nil {
+			continue
+		}
+		row(r.which+" error time", tm(r.rec.Time))
+		row(r.which+" error function", r.rec.Function)
+		row(r.which+" error line #", r.rec.Line)
+		if r.rec.Ino != 0 {
+			row(r.which+" error inode #", r.rec.Ino)
+		}
+		if r.rec.Block != 0 {
+			row(r.which+" error block #", r.rec.Block)
+		}
+		if r.rec.Err != "" {
+			row(r.which+" error err", r.rec.Err)
+		}
+	}
 	if j, err := fsys.Journal(); err != nil {
 		row("Journal", "unreadable: "+err.Error())
 	} else if j != nil {

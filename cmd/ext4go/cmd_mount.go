@@ -92,6 +92,14 @@ func parseMountOptions(list []string) (*mountConfig, error) {
 		case "nodelalloc":
 			// Blocks are allocated at each write (Options.NoDelalloc).
 			c.fs.NoDelalloc = true
+		case "errors":
+			// What a change that finds corruption does after recording
+			// it in the superblock (Options.Errors; default s_errors).
+			m, err := ext4go.ParseErrorsMode(val)
+			if err != nil || !hasVal {
+				return nil, usagef("mount option errors wants continue, remount-ro or panic, not %q", val)
+			}
+			c.fs.Errors = m
 		case "nodiratime", "diratime":
 			// Accepted: directories' access times follow the files'.
 		case "fsname":
@@ -203,9 +211,25 @@ func mount(e *env, args []string, image, dir string, fg bool, olist []string) er
 		// Four times the live heap halves that at a few MiB more memory.
 		debug.SetGCPercent(400)
 	}
+	// Errors a change finds are logged as the kernel logs them, on
+	// stderr in the foreground and to syslog once detached (kernel:
+	// __ext4_error_inode's printk).
+	logErr := newMountLog(e.stderr)
+	device := cfg.fuse.FsName
+	cfg.fs.OnError = func(fe *ext4go.FSError) {
+		logErr.print(fe.KernelStyle(device, "ext4go"))
+		if fe.ReadOnly {
+			// kernel: ext4_handle_error
+			logErr.print(fmt.Sprintf("EXT4-fs (%s): Remounting filesystem read-only", device))
+		}
+	}
 	fsys, err := ext4go.Open(image, &cfg.fs)
 	if err != nil {
 		return fail(err)
+	}
+	if in := fsys.Info(); strings.Contains(in.State, "with errors") {
+		// kernel: ext4_setup_super's warning
+		logErr.print(fmt.Sprintf("EXT4-fs (%s): warning: mounting fs with errors, running e2fsck is recommended", device))
 	}
 	srv, err := fusefs.Mount(fsys, dir, &cfg.fuse)
 	if err != nil {
@@ -218,6 +242,7 @@ func mount(e *env, args []string, image, dir string, fg bool, olist []string) er
 		// Detached now: the starting command has exited, and with it
 		// the terminal its stderr was for.
 		quiet()
+		logErr.detach()
 	}
 	go func() {
 		for range sig {
