@@ -119,20 +119,6 @@ func randomUint32() uint32 {
 	return binary.LittleEndian.Uint32(b[:])
 }
 
-// freeInode releases an inode with no links and no open files in a
-// handle of its own.
-func (f *FS) freeInode(n *node) error {
-	h, err := f.begin()
-	if err != nil {
-		return err
-	}
-	err = f.freeInodeIn(h, n)
-	if e := h.End(); err == nil {
-		err = e
-	}
-	return err
-}
-
 // checkFreeable reads what freeing n will go through — its extent tree or
 // block map, its xattrs and the EA inodes they name — so that a corrupt
 // structure stops the unlink that would free n before anything changes,

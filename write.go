@@ -3,16 +3,16 @@ package ext4go
 import (
 	"errors"
 	"fmt"
-	"github.com/ext4go/ext4go/internal/csum"
-	"github.com/ext4go/ext4go/internal/lockstat"
-	"github.com/ext4go/ext4go/internal/pad"
 	"io/fs"
 	"math"
-	"math/bits"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ext4go/ext4go/internal/csum"
+	"github.com/ext4go/ext4go/internal/lockstat"
+	"github.com/ext4go/ext4go/internal/pad"
 
 	"github.com/ext4go/ext4go/internal/dir"
 	"github.com/ext4go/ext4go/internal/fserr"
@@ -1277,9 +1277,6 @@ type inodeCopy struct {
 	in  inode.Inode
 	raw [inodeCopyRaw]byte
 }
-
-// log2 of a power of two.
-func log2(x uint64) int { return bits.TrailingZeros64(x) }
 
 // allocBlocks is the block allocator's Allocate, behind the fault hook,
 // for an allocation that no delayed-data reservation pays for.

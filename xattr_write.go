@@ -70,12 +70,6 @@ func (c *xattrBlockCache) hasLocked(hash uint32, blk uint64) bool {
 	return false
 }
 
-func (c *xattrBlockCache) remove(blk uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.removeLocked(blk)
-}
-
 func (c *xattrBlockCache) removeLocked(blk uint64) {
 	for h, bs := range c.byHash {
 		for i, b := range bs {

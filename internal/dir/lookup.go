@@ -213,12 +213,6 @@ type frame struct {
 	at      int
 }
 
-// probe walks from the root to the leaf whose range holds hash (kernel:
-// dx_probe) and returns the path, root first.
-func (d *Dir) probe(r *DxRoot, hash uint32) ([]frame, error) {
-	return d.probeInto(r, hash, make([]frame, 0, int(r.IndirectLevels)+1), nil)
-}
-
 // probeInto is probe with the path appended to frames (its array reused
 // when large enough) and, with sc, the interior nodes parsed into sc.
 func (d *Dir) probeInto(r *DxRoot, hash uint32, frames []frame, sc *dxScratch) ([]frame, error) {
@@ -295,16 +289,6 @@ func (d *Dir) nextLeaf(frames []frame, hash uint32) (bool, error) {
 		frames[i+1] = frame{block: blk, entries: n.Entries}
 	}
 	return true, nil
-}
-
-// searchLeaf finds a used entry called name in a parsed leaf.
-func searchLeaf(blk *Block, name []byte) (Slot, bool) {
-	for _, s := range blk.Slots {
-		if s.Inode != 0 && bytes.Equal(s.Name, name) {
-			return s, true
-		}
-	}
-	return Slot{}, false
 }
 
 // findInLeaf reads and verifies leaf block lblk and finds the used entry

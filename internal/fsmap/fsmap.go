@@ -35,13 +35,6 @@ const (
 	numKinds
 )
 
-func (k Kind) String() string {
-	if k < numKinds {
-		return kindInfo[k].name
-	}
-	return fmt.Sprintf("Kind(%d)", uint8(k))
-}
-
 // kindInfo is each kind's CSS class, legend name and colour.
 var kindInfo = [numKinds]struct{ class, name, colour string }{
 	KindSuper:       {"sb", "superblock, descriptors", "#d62728"},

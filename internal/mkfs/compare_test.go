@@ -2,7 +2,6 @@ package mkfs
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -216,8 +215,6 @@ func dumpe2fsDiff(t *testing.T, a, b string, args ...string) []string {
 	}
 	return d
 }
-
-func le32(b []byte, off int) uint32 { return binary.LittleEndian.Uint32(b[off:]) }
 
 // readSuper decodes the primary superblock of an image.
 func readSuper(t *testing.T, path string) *super.Superblock {

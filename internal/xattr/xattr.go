@@ -481,8 +481,3 @@ func EncodeBlock(es []Entry, p BlockParams) ([]byte, error) {
 func IBodyFree(size int, es []Entry) int {
 	return size - IBodyHeader - 4 - Space(es)
 }
-
-// BlockFree is the room left in an xattr block of size bytes holding es.
-func BlockFree(size int, es []Entry) int {
-	return size - HeaderSize - 4 - Space(es)
-}
