@@ -1145,6 +1145,12 @@ func (r *rawFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (ui
 	return uint32(n), fuse.OK
 }
 
+// lseek's whence values that the kernel sends on to the server.
+const (
+	seekData = 3
+	seekHole = 4
+)
+
 func (r *rawFS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
 	if r.o.WritebackCache {
 		// The kernel asks without writing its dirty pages back first:
@@ -1155,6 +1161,16 @@ func (r *rawFS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekO
 	f, st := r.handle(in.Fh)
 	if !st.Ok() {
 		return st
+	}
+	if in.Whence == seekData || in.Whence == seekHole {
+		// One extent lookup, leaving the handle's offset alone (it is
+		// not the kernel's). kernel: ext4_llseek
+		off, err := f.FindData(int64(in.Offset), int(in.Whence))
+		if err != nil {
+			return status(err)
+		}
+		out.Offset = uint64(off)
+		return fuse.OK
 	}
 	// A File of its own: the handle's offset is not the kernel's.
 	g, err := f.Reopen(oPath)

@@ -5,6 +5,7 @@ package fusefs_test
 import (
 	"bytes"
 	"encoding/binary"
+	"io"
 	"log"
 	"os"
 	"path/filepath"
@@ -101,6 +102,61 @@ func TestMountSeekDataFresh(t *testing.T) {
 	if err != nil || off > 1<<20 {
 		t.Errorf("SEEK_DATA from 0: %d, %v; want at most %d", off, err, 1<<20)
 	}
+}
+
+// TestMountSeekDataWalk: a SEEK_DATA/SEEK_HOLE walk through the mount of
+// a file of many extents (every other block written) finds each of them,
+// and leaves the descriptor's offset where the walk put it.
+func TestMountSeekDataWalk(t *testing.T) {
+	requireFUSE(t)
+	if writeback {
+		t.Skip("with the writeback cache the kernel answers lseek itself")
+	}
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 32<<20, "-t", "ext4", "-b", "4096")
+	dir, fsys, srv := mount(t, image)
+	const extents = 300
+	blk := bytes.Repeat([]byte{'x'}, 4096)
+	f, err := os.Create(filepath.Join(dir, "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range extents {
+		if _, err := f.WriteAt(blk, int64(2*i)*4096); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	fd := int(f.Fd())
+	n := 0
+	for off := int64(0); ; n++ {
+		d, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if err == unix.ENXIO {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := unix.Seek(fd, d, unix.SEEK_HOLE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != int64(2*n)*4096 || h != d+4096 {
+			t.Fatalf("range %d: [%d, %d), want [%d, %d)", n, d, h, int64(2*n)*4096, int64(2*n+1)*4096)
+		}
+		off = h
+	}
+	if n != extents {
+		t.Fatalf("walk found %d data ranges, want %d", n, extents)
+	}
+	if cur, err := unix.Seek(fd, 0, io.SeekCurrent); err != nil || cur != int64(2*extents-1)*4096 {
+		t.Errorf("offset after the walk: %d, %v; want %d", cur, err, int64(2*extents-1)*4096)
+	}
+	f.Close()
+	unmount(t, srv, fsys)
+	testutil.RequireFsckClean(t, image)
 }
 
 // TestMountReaddirBadEntries: a directory holding entries whose inodes
