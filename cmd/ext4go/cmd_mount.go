@@ -207,8 +207,10 @@ func mount(e *env, args []string, image, dir string, fg bool, olist []string) er
 	if err != nil {
 		return fail(err)
 	}
+	stopProfile := startMountProfile()
 	srv, err := fusefs.Mount(fsys, dir, &cfg.fuse)
 	if err != nil {
+		stopProfile()
 		fsys.Close()
 		return fail(err)
 	}
@@ -229,6 +231,7 @@ func mount(e *env, args []string, image, dir string, fg bool, olist []string) er
 		}
 	}()
 	srv.Wait()
+	stopProfile()
 	signal.Stop(sig)
 	if err := fsys.Close(); err != nil {
 		return fmt.Errorf("closing %s: %w", image, err)
