@@ -14,6 +14,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,6 +65,12 @@ type Options struct {
 	// NoReaddirPlus turns READDIRPLUS off: listings then carry no
 	// attributes, and the kernel looks each name up on its own.
 	NoReaddirPlus bool
+	// ReleaseMemory returns the memory of forgotten nodes to the system
+	// (debug.FreeOSMemory, a second after a burst starts) after the kernel
+	// forgets many of them at once, as drop_caches or memory pressure
+	// make it: a long-running server's footprint then shrinks with the
+	// kernel's caches instead of staying at its peak.
+	ReleaseMemory bool
 	// CachedWriteOnly keeps the page cache for files opened write-only.
 	// By default (without WritebackCache) their writes go to the server
 	// as they are (FOPEN_DIRECT_IO): a write() is one request, where the
@@ -105,6 +112,7 @@ var ErrNoUring = errors.New("fusefs: the kernel does not offer FUSE over io_urin
 // Server is a mounted filesystem.
 type Server struct {
 	srv   *fuse.Server
+	raw   *rawFS
 	uring *uringTransport // nil unless Options.Uring
 	root  string
 	done  chan struct{} // closed once the server has closed its Files
@@ -138,7 +146,14 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		// of every file this mount has just written.
 		EnableSymlinkCaching:     true,
 		ExplicitDataCacheControl: true,
-		Options:                  append([]string(nil), o.ExtraOptions...),
+		// READDIRPLUS only where the entries are then looked at (the
+		// first batch of a listing, and batches after a stat of an
+		// entry of the directory): "ls -f" or "find" of a large
+		// directory then has no inode read and no node held by the
+		// kernel per entry. libfuse asks for the same by default.
+		// kernel: fuse_use_readdirplus
+		ExtraCapabilities: fuse.CAP_READDIRPLUS_AUTO,
+		Options:           append([]string(nil), o.ExtraOptions...),
 	}
 	if mo.FsName == "" {
 		mo.FsName = "ext4go"
@@ -228,7 +243,7 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 			log.Printf("fusefs: readahead stays the kernel's: %v", err)
 		}
 	}
-	s := &Server{srv: srv, uring: raw.uring, root: dir, done: make(chan struct{})}
+	s := &Server{srv: srv, raw: raw, uring: raw.uring, root: dir, done: make(chan struct{})}
 	go func() {
 		srv.Wait()
 		// The kernel has failed the rings' commands; their threads
@@ -450,7 +465,11 @@ func (r *rawFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, ou
 	return r.entry(f, out)
 }
 
-func (r *rawFS) Forget(id, n uint64) { r.nodes.forget(id, n) }
+func (r *rawFS) Forget(id, n uint64) {
+	if r.nodes.forget(id, n) && r.o.ReleaseMemory {
+		r.nodes.release()
+	}
+}
 
 func (r *rawFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
 	f, st := r.node(in.NodeId)
@@ -1373,8 +1392,9 @@ func (r *rawFS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.Statf
 // on different nodes or handles do not share a lock.
 type shardedMap[V any] struct {
 	shards [64]struct {
-		mu sync.Mutex
-		m  map[uint64]V
+		mu        sync.Mutex
+		m         map[uint64]V
+		forgotten int // nodes forgotten since memory was last released (nodeTable)
 	}
 }
 
@@ -1411,7 +1431,10 @@ func (t *shardedMap[V]) drain(fn func(V)) {
 
 // nodeTable maps node IDs to the Files holding their inodes, with the
 // kernel's lookup counts.
-type nodeTable struct{ shardedMap[*nodeRef] }
+type nodeTable struct {
+	shardedMap[*nodeRef]
+	releasing atomic.Bool // a release is pending
+}
 
 type nodeRef struct {
 	f       *ext4go.File
@@ -1444,23 +1467,60 @@ func (t *nodeTable) get(id uint64) (f *ext4go.File) {
 	return f
 }
 
-func (t *nodeTable) forget(id, n uint64) {
+func (t *nodeTable) forget(id, n uint64) (many bool) {
 	var f *ext4go.File
-	t.with(id, func(m map[uint64]*nodeRef) {
-		ref, ok := m[id]
-		if !ok || id == fuse.FUSE_ROOT_ID {
-			return
-		}
+	s := &t.shards[id%uint64(len(t.shards))]
+	s.mu.Lock()
+	if ref, ok := s.m[id]; ok && id != fuse.FUSE_ROOT_ID {
 		if ref.lookups <= n {
-			delete(m, id)
+			delete(s.m, id)
 			f = ref.f
+			// Counted per shard, under its lock: no shared counter on
+			// the path of every FORGET.
+			s.forgotten++
+			if s.forgotten >= forgetBatch {
+				s.forgotten, many = 0, true
+			}
 		} else {
 			ref.lookups -= n
 		}
-	})
+	}
+	s.mu.Unlock()
 	if f != nil {
 		f.Close()
 	}
+	return many
+}
+
+// forgetBatch is how many nodes one shard forgets before the memory they
+// held is given back (Options.ReleaseMemory).
+const forgetBatch = 256
+
+// releaseDelay is how long a release waits for the FORGETs that follow.
+const releaseDelay = time.Second
+
+// release gives freed memory back to the system a moment after a burst
+// of FORGETs starts (so that one call covers the burst), with one call
+// pending at a time.
+func (t *nodeTable) release() {
+	if t.releasing.CompareAndSwap(false, true) {
+		time.AfterFunc(releaseDelay, func() {
+			debug.FreeOSMemory()
+			t.releasing.Store(false)
+		})
+	}
+}
+
+// held is the number of nodes the kernel holds (for tests).
+func (t *nodeTable) held() int {
+	n := 0
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		n += len(s.m)
+		s.mu.Unlock()
+	}
+	return n
 }
 
 func (t *nodeTable) closeAll() { t.drain(func(r *nodeRef) { r.f.Close() }) }

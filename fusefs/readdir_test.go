@@ -5,6 +5,7 @@ package fusefs_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -237,4 +239,72 @@ func TestMountReaddirBadEntries(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestMountForgetReleasesNodes: the nodes a listing with attributes made
+// the kernel look up are released when the kernel forgets them
+// (drop_caches), and a listing without attributes (READDIRPLUS only for
+// its first batch, as the kernel asks) holds few.
+func TestMountForgetReleasesNodes(t *testing.T) {
+	requireFUSE(t)
+	if os.Geteuid() != 0 {
+		t.Skip("drop_caches needs root")
+	}
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 64<<20, "-t", "ext4", "-N", "8192")
+	const files = 3000
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Mkdir("big", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range files {
+		f, err := fsys.Create(fmt.Sprintf("big/file-%05d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir, fsys, srv := mountWith(t, image, func(o *fusefs.Options) { o.ReleaseMemory = true })
+	dropCaches := func() {
+		t.Helper()
+		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitHeld := func(what string, most int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for fusefs.HeldNodes(srv) > most && time.Now().Before(deadline) {
+			dropCaches()
+			time.Sleep(50 * time.Millisecond)
+		}
+		if n := fusefs.HeldNodes(srv); n > most {
+			t.Fatalf("%s: %d nodes held, want at most %d", what, n, most)
+		}
+	}
+	waitHeld("at the start", 10)
+	names, err := os.ReadDir(filepath.Join(dir, "big"))
+	if err != nil || len(names) != files {
+		t.Fatalf("listing: %d entries, %v", len(names), err)
+	}
+	if n := fusefs.HeldNodes(srv); n > files/2 {
+		t.Errorf("a listing without stats holds %d nodes", n)
+	}
+	for _, e := range names {
+		if _, err := e.Info(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fusefs.HeldNodes(srv); n < files {
+		t.Fatalf("after stat of every entry %d nodes held, want %d", n, files)
+	}
+	waitHeld("after drop_caches", 10)
+	unmount(t, srv, fsys)
+	testutil.RequireFsckClean(t, image)
 }
