@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,11 +66,13 @@ type Options struct {
 	// NoReaddirPlus turns READDIRPLUS off: listings then carry no
 	// attributes, and the kernel looks each name up on its own.
 	NoReaddirPlus bool
-	// ReleaseMemory returns the memory of forgotten nodes to the system
-	// (debug.FreeOSMemory, a second after a burst starts) after the kernel
-	// forgets many of them at once, as drop_caches or memory pressure
-	// make it: a long-running server's footprint then shrinks with the
-	// kernel's caches instead of staying at its peak.
+	// ReleaseMemory gives memory the process holds free back to the
+	// system (debug.FreeOSMemory) when more than 64 MiB of it waits or
+	// the kernel has forgotten many nodes, looking every 2 s: a
+	// long-running server's footprint then shrinks
+	// after a peak (a directory listed, the kernel forgetting its nodes
+	// at drop_caches or under memory pressure, an rm -rf), instead of
+	// staying there as the collector's headroom.
 	ReleaseMemory bool
 	// CachedWriteOnly keeps the page cache for files opened write-only.
 	// By default (without WritebackCache) their writes go to the server
@@ -244,6 +247,9 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		}
 	}
 	s := &Server{srv: srv, raw: raw, uring: raw.uring, root: dir, done: make(chan struct{})}
+	if o.ReleaseMemory {
+		go releaseMemory(&raw.nodes, s.done)
+	}
 	go func() {
 		srv.Wait()
 		// The kernel has failed the rings' commands; their threads
@@ -273,6 +279,35 @@ func (s *Server) Wait() {
 
 // Unmount unmounts the filesystem (fusermount -u); Wait then returns.
 func (s *Server) Unmount() error { return s.srv.Unmount() }
+
+// releaseMemory is Options.ReleaseMemory, until done is closed. The
+// nodes the kernel forgets are garbage only at the next collection, which
+// an idle server does not run: so a fall in the nodes held releases too.
+func releaseMemory(nodes *nodeTable, done <-chan struct{}) {
+	const (
+		every  = 2 * time.Second
+		free   = 64 << 20 // bytes free in the heap
+		forgot = 16384    // nodes forgotten since the last release
+	)
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last := nodes.held()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		held := nodes.held()
+		last = max(last, held)
+		metrics.Read(sample)
+		if last-held >= forgot || sample[0].Value.Kind() == metrics.KindUint64 && sample[0].Value.Uint64() > free {
+			debug.FreeOSMemory()
+			last = held
+		}
+	}
+}
 
 // rawFS implements fuse.RawFileSystem over an ext4go.FS.
 type rawFS struct {
@@ -465,11 +500,7 @@ func (r *rawFS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, ou
 	return r.entry(f, out)
 }
 
-func (r *rawFS) Forget(id, n uint64) {
-	if r.nodes.forget(id, n) && r.o.ReleaseMemory {
-		r.nodes.release()
-	}
-}
+func (r *rawFS) Forget(id, n uint64) { r.nodes.forget(id, n) }
 
 func (r *rawFS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
 	f, st := r.node(in.NodeId)
@@ -1392,9 +1423,8 @@ func (r *rawFS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.Statf
 // on different nodes or handles do not share a lock.
 type shardedMap[V any] struct {
 	shards [64]struct {
-		mu        sync.Mutex
-		m         map[uint64]V
-		forgotten int // nodes forgotten since memory was last released (nodeTable)
+		mu sync.Mutex
+		m  map[uint64]V
 	}
 }
 
@@ -1431,10 +1461,7 @@ func (t *shardedMap[V]) drain(fn func(V)) {
 
 // nodeTable maps node IDs to the Files holding their inodes, with the
 // kernel's lookup counts.
-type nodeTable struct {
-	shardedMap[*nodeRef]
-	releasing atomic.Bool // a release is pending
-}
+type nodeTable struct{ shardedMap[*nodeRef] }
 
 type nodeRef struct {
 	f       *ext4go.File
@@ -1467,51 +1494,26 @@ func (t *nodeTable) get(id uint64) (f *ext4go.File) {
 	return f
 }
 
-func (t *nodeTable) forget(id, n uint64) (many bool) {
+func (t *nodeTable) forget(id, n uint64) {
 	var f *ext4go.File
-	s := &t.shards[id%uint64(len(t.shards))]
-	s.mu.Lock()
-	if ref, ok := s.m[id]; ok && id != fuse.FUSE_ROOT_ID {
+	t.with(id, func(m map[uint64]*nodeRef) {
+		ref, ok := m[id]
+		if !ok || id == fuse.FUSE_ROOT_ID {
+			return
+		}
 		if ref.lookups <= n {
-			delete(s.m, id)
+			delete(m, id)
 			f = ref.f
-			// Counted per shard, under its lock: no shared counter on
-			// the path of every FORGET.
-			s.forgotten++
-			if s.forgotten >= forgetBatch {
-				s.forgotten, many = 0, true
-			}
 		} else {
 			ref.lookups -= n
 		}
-	}
-	s.mu.Unlock()
+	})
 	if f != nil {
 		f.Close()
 	}
-	return many
 }
 
-// forgetBatch is how many nodes one shard forgets before the memory they
-// held is given back (Options.ReleaseMemory).
-const forgetBatch = 256
-
-// releaseDelay is how long a release waits for the FORGETs that follow.
-const releaseDelay = time.Second
-
-// release gives freed memory back to the system a moment after a burst
-// of FORGETs starts (so that one call covers the burst), with one call
-// pending at a time.
-func (t *nodeTable) release() {
-	if t.releasing.CompareAndSwap(false, true) {
-		time.AfterFunc(releaseDelay, func() {
-			debug.FreeOSMemory()
-			t.releasing.Store(false)
-		})
-	}
-}
-
-// held is the number of nodes the kernel holds (for tests).
+// held is the number of nodes the kernel holds.
 func (t *nodeTable) held() int {
 	n := 0
 	for i := range t.shards {

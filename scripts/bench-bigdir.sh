@@ -84,13 +84,13 @@ for impl in kernel ext4go; do
   if [ "$impl" = ext4go ]; then
     # With EXT4GO_MOUNT_PROFILE set, a heap profile at the peak.
     if [ -n "${EXT4GO_MOUNT_PROFILE:-}" ]; then kill -USR1 "$pid"; sleep 2; fi
-    sync; echo 3 > /proc/sys/vm/drop_caches; sleep 1
+    sync; echo 3 > /proc/sys/vm/drop_caches; sleep 3
     after_drop=$(( $(awk '/VmRSS/ {print $2}' "/proc/$pid/status") / 1024 ))
   fi
   step "$impl" "rm -rf" rm -rf "$work/mnt/big"
   if [ "$impl" = ext4go ]; then
     hwm=$(( $(awk '/VmHWM/ {print $2}' "/proc/$pid/status") / 1024 ))
-    sync; echo 3 > /proc/sys/vm/drop_caches; sleep 1
+    sync; echo 3 > /proc/sys/vm/drop_caches; sleep 3
     end_rss=$(( $(awk '/VmRSS/ {print $2}' "/proc/$pid/status") / 1024 ))
   fi
   umount "$work/mnt"
