@@ -292,7 +292,8 @@ func releaseMemory(nodes *nodeTable, done <-chan struct{}) {
 	sample := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	last := nodes.held()
+	last := nodes.held() // at the last release, or the most since
+	prev := last         // at the last look
 	for {
 		select {
 		case <-done:
@@ -301,8 +302,12 @@ func releaseMemory(nodes *nodeTable, done <-chan struct{}) {
 		}
 		held := nodes.held()
 		last = max(last, held)
+		// Forgotten many, or some and the FORGETs have stopped (the end
+		// of an rm -rf or of a drop_caches).
+		release := last-held >= forgot || held < last && held == prev
+		prev = held
 		metrics.Read(sample)
-		if last-held >= forgot || sample[0].Value.Kind() == metrics.KindUint64 && sample[0].Value.Uint64() > free {
+		if release || sample[0].Value.Kind() == metrics.KindUint64 && sample[0].Value.Uint64() > free {
 			debug.FreeOSMemory()
 			last = held
 		}
