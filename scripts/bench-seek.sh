@@ -61,13 +61,15 @@ walk() { # prints "seconds ranges"
 }
 
 mount -o loop,ro "$img" "$work/mnt"
-read -r kt kn < <(walk)
+out=$(walk) # the walker has exited (and closed the file) before the umount
+read -r kt kn <<<"$out"
 umount "$work/mnt"
 
 "$EXT4GO" mount -f -o ro "$img" "$work/mnt" &
 pid=$!
 for _ in $(seq 100); do mountpoint -q "$work/mnt" && break; sleep 0.1; done
-read -r et en < <(walk)
+out=$(walk)
+read -r et en <<<"$out"
 hwm=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
 umount "$work/mnt"
 wait "$pid" || true
