@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"sort"
+	"syscall"
 
 	"github.com/ext4go/ext4go/internal/blockmap"
 	"github.com/ext4go/ext4go/internal/extent"
@@ -365,6 +366,78 @@ func (fl *File) dataRanges() ([]Range, error) {
 		out = append(out, Range{start, end - start})
 	}
 	return out, nil
+}
+
+// seekData is File.seekData on n: the first run that ends past off is
+// found by binary search in n's block runs (built once per change of the
+// inode, as readAt uses them), and only the runs from there on that
+// continue the answer are looked at. Delayed blocks get theirs first, as
+// for DataRanges (kernel: ext4_iomap_begin_report reports delalloc as
+// data; here the data is mapped instead). kernel: ext4_llseek,
+// iomap_seek_data, iomap_seek_hole.
+func (f *FS) seekData(n *node, off int64, data bool) (int64, error) {
+	n.mu.RLock()
+	if !n.hasDelayed() {
+		// daMapped's path without its unlock func, which allocates.
+		defer n.mu.RUnlock()
+		return f.seekMapped(n, off, data)
+	}
+	n.mu.RUnlock()
+	unlock, err := f.daMapped(n)
+	defer unlock()
+	if err != nil {
+		return 0, err
+	}
+	return f.seekMapped(n, off, data)
+}
+
+// seekMapped is seekData with n.mu held and no delayed blocks.
+func (f *FS) seekMapped(n *node, off int64, data bool) (int64, error) {
+	size := n.size()
+	if off >= size {
+		return 0, syscall.ENXIO
+	}
+	if n.hasInlineData() || (n.isSymlink() && f.isFastSymlink(n)) {
+		if data {
+			return off, nil
+		}
+		return size, nil
+	}
+	runs, err := f.mapping(n)
+	if err != nil {
+		return 0, err
+	}
+	return seekRuns(runs, f.blockSize, size, off, data)
+}
+
+// seekRuns is seekData over block runs in logical order: off is below
+// size.
+func seekRuns(runs []run, bs, size, off int64, data bool) (int64, error) {
+	lblk := uint64(off / bs)
+	i := sort.Search(len(runs), func(i int) bool { return runs[i].logical+runs[i].length > lblk })
+	for ; i < len(runs); i++ {
+		r := runs[i]
+		start := int64(r.logical) * bs
+		if start >= size {
+			break
+		}
+		if r.unwritten {
+			continue // a hole that reads as zeros
+		}
+		if data {
+			return max(off, start), nil
+		}
+		if off < start {
+			return off, nil
+		}
+		// Inside data: the hole starts at its end, unless the next run
+		// continues it.
+		off = min(start+int64(r.length)*bs, size)
+	}
+	if data {
+		return 0, syscall.ENXIO
+	}
+	return min(off, size), nil
 }
 
 // readLocked is readAt under n's shared lock, so the blocks it reads are

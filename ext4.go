@@ -62,6 +62,11 @@ type Options struct {
 	// default 5 s; negative: only on Sync, Close and when a transaction
 	// grows large).
 	CommitInterval time.Duration
+	// MetadataCache bounds the bytes of clean metadata blocks (inode
+	// tables, directories, extent trees, bitmaps) kept in memory; 0 is
+	// the default, 65536 blocks. A long-running server over a host that
+	// caches the device itself may want less.
+	MetadataCache int64
 	// Atime chooses when reads update access times (the kernel's
 	// noatime, relatime and strictatime mount options): never (the
 	// default, AtimeNever), when the access time is not after the
@@ -267,6 +272,8 @@ func newFS(d dev.Device, opts *Options, reproducible bool) (*FS, error) {
 		// the source has.
 		commit.NoSync = true
 		topts = txn.Options{MaxDirty: 1024, CacheBlocks: 2048}
+	} else if f.opts.MetadataCache > 0 {
+		topts.CacheBlocks = int(max(f.opts.MetadataCache/f.blockSize, 256))
 	}
 	f.tm = txn.NewManager(metaDev{d, f}, int(f.blockSize), sb.BlocksCount(), commit, topts)
 	f.viewDirBlock = f.blockViewer("directory block")

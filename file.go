@@ -223,28 +223,26 @@ const (
 // lseek(SEEK_DATA / SEEK_HOLE) does: ENXIO when off is at or past the end,
 // or (for data) no data follows. Unwritten extents count as holes.
 func (f *File) seekData(off int64, data bool) (int64, error) {
-	size := f.n.size()
-	if off < 0 || off >= size {
+	if off < 0 || off >= f.n.size() {
 		return 0, syscall.ENXIO // kernel: iomap_seek_data, negative offsets too
 	}
-	ranges, err := f.dataRanges()
-	if err != nil {
+	return f.fsys.seekData(f.n, off, data)
+}
+
+// FindData answers lseek's SEEK_DATA (whence 3) or SEEK_HOLE (4) from off
+// without moving the file's offset (a FUSE server answers for the
+// kernel's file, whose offset is not this File's). Each call looks up the
+// extent at off in the file's block map, cost logarithmic in its extents.
+func (f *File) FindData(off int64, whence int) (int64, error) {
+	if err := f.checkOpen("seek"); err != nil {
 		return 0, err
 	}
-	for _, r := range ranges {
-		if off >= r.Off+r.Len {
-			continue
-		}
-		if data {
-			return max(off, r.Off), nil
-		}
-		if off < r.Off {
-			return off, nil
-		}
-		off = r.Off + r.Len // inside data: the hole starts at its end
+	if whence != seekData && whence != seekHole {
+		return 0, &fs.PathError{Op: "seek", Path: f.name, Err: fs.ErrInvalid}
 	}
-	if data {
-		return 0, syscall.ENXIO
+	off, err := f.seekData(off, whence == seekData)
+	if err != nil {
+		return 0, &fs.PathError{Op: "seek", Path: f.name, Err: err}
 	}
-	return min(off, size), nil
+	return off, nil
 }

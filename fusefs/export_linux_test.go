@@ -23,3 +23,6 @@ const UringIdleInterval = idleWatchInterval
 
 // UringIdlePossible says whether ring threads may take SCHED_IDLE here.
 func UringIdlePossible() bool { return idleReversible() }
+
+// HeldNodes is the number of nodes the kernel holds lookups of.
+func HeldNodes(s *Server) int { return s.raw.nodes.held() }

@@ -14,6 +14,8 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,6 +66,14 @@ type Options struct {
 	// NoReaddirPlus turns READDIRPLUS off: listings then carry no
 	// attributes, and the kernel looks each name up on its own.
 	NoReaddirPlus bool
+	// ReleaseMemory gives memory the process holds free back to the
+	// system (debug.FreeOSMemory) when more than 64 MiB of it waits or
+	// the kernel has forgotten many nodes, looking every 2 s: a
+	// long-running server's footprint then shrinks
+	// after a peak (a directory listed, the kernel forgetting its nodes
+	// at drop_caches or under memory pressure, an rm -rf), instead of
+	// staying there as the collector's headroom.
+	ReleaseMemory bool
 	// CachedWriteOnly keeps the page cache for files opened write-only.
 	// By default (without WritebackCache) their writes go to the server
 	// as they are (FOPEN_DIRECT_IO): a write() is one request, where the
@@ -105,6 +115,7 @@ var ErrNoUring = errors.New("fusefs: the kernel does not offer FUSE over io_urin
 // Server is a mounted filesystem.
 type Server struct {
 	srv   *fuse.Server
+	raw   *rawFS
 	uring *uringTransport // nil unless Options.Uring
 	root  string
 	done  chan struct{} // closed once the server has closed its Files
@@ -141,7 +152,14 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		// of every file this mount has just written.
 		EnableSymlinkCaching:     true,
 		ExplicitDataCacheControl: true,
-		Options:                  append([]string(nil), o.ExtraOptions...),
+		// READDIRPLUS only where the entries are then looked at (the
+		// first batch of a listing, and batches after a stat of an
+		// entry of the directory): "ls -f" or "find" of a large
+		// directory then has no inode read and no node held by the
+		// kernel per entry. libfuse asks for the same by default.
+		// kernel: fuse_use_readdirplus
+		ExtraCapabilities: fuse.CAP_READDIRPLUS_AUTO,
+		Options:           append([]string(nil), o.ExtraOptions...),
 	}
 	if mo.FsName == "" {
 		mo.FsName = "ext4go"
@@ -231,7 +249,10 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 			log.Printf("fusefs: readahead stays the kernel's: %v", err)
 		}
 	}
-	s := &Server{srv: srv, uring: raw.uring, root: dir, done: make(chan struct{})}
+	s := &Server{srv: srv, raw: raw, uring: raw.uring, root: dir, done: make(chan struct{})}
+	if o.ReleaseMemory {
+		go releaseMemory(&raw.nodes, s.done)
+	}
 	go func() {
 		srv.Wait()
 		// The kernel has failed the rings' commands; their threads
@@ -261,6 +282,40 @@ func (s *Server) Wait() {
 
 // Unmount unmounts the filesystem (fusermount -u); Wait then returns.
 func (s *Server) Unmount() error { return s.srv.Unmount() }
+
+// releaseMemory is Options.ReleaseMemory, until done is closed. The
+// nodes the kernel forgets are garbage only at the next collection, which
+// an idle server does not run: so a fall in the nodes held releases too.
+func releaseMemory(nodes *nodeTable, done <-chan struct{}) {
+	const (
+		every  = 2 * time.Second
+		free   = 64 << 20 // bytes free in the heap
+		forgot = 16384    // nodes forgotten since the last release
+	)
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last := nodes.held() // at the last release, or the most since
+	prev := last         // at the last look
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		held := nodes.held()
+		last = max(last, held)
+		// Forgotten many, or some and the FORGETs have stopped (the end
+		// of an rm -rf or of a drop_caches).
+		release := last-held >= forgot || held < last && held == prev
+		prev = held
+		metrics.Read(sample)
+		if release || sample[0].Value.Kind() == metrics.KindUint64 && sample[0].Value.Uint64() > free {
+			debug.FreeOSMemory()
+			last = held
+		}
+	}
+}
 
 // rawFS implements fuse.RawFileSystem over an ext4go.FS.
 type rawFS struct {
@@ -1148,6 +1203,12 @@ func (r *rawFS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (ui
 	return uint32(n), fuse.OK
 }
 
+// lseek's whence values that the kernel sends on to the server.
+const (
+	seekData = 3
+	seekHole = 4
+)
+
 func (r *rawFS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekOut) fuse.Status {
 	if r.o.WritebackCache {
 		// The kernel asks without writing its dirty pages back first:
@@ -1158,6 +1219,16 @@ func (r *rawFS) Lseek(cancel <-chan struct{}, in *fuse.LseekIn, out *fuse.LseekO
 	f, st := r.handle(in.Fh)
 	if !st.Ok() {
 		return st
+	}
+	if in.Whence == seekData || in.Whence == seekHole {
+		// One extent lookup, leaving the handle's offset alone (it is
+		// not the kernel's). kernel: ext4_llseek
+		off, err := f.FindData(int64(in.Offset), int(in.Whence))
+		if err != nil {
+			return status(err)
+		}
+		out.Offset = uint64(off)
+		return fuse.OK
 	}
 	// A File of its own: the handle's offset is not the kernel's.
 	g, err := f.Reopen(oPath)
@@ -1448,6 +1519,18 @@ func (t *nodeTable) forget(id, n uint64) {
 	if f != nil {
 		f.Close()
 	}
+}
+
+// held is the number of nodes the kernel holds.
+func (t *nodeTable) held() int {
+	n := 0
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		n += len(s.m)
+		s.mu.Unlock()
+	}
+	return n
 }
 
 func (t *nodeTable) closeAll() { t.drain(func(r *nodeRef) { r.f.Close() }) }

@@ -5,12 +5,15 @@ package fusefs_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
+	"io"
 	"log"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -103,6 +106,61 @@ func TestMountSeekDataFresh(t *testing.T) {
 	}
 }
 
+// TestMountSeekDataWalk: a SEEK_DATA/SEEK_HOLE walk through the mount of
+// a file of many extents (every other block written) finds each of them,
+// and leaves the descriptor's offset where the walk put it.
+func TestMountSeekDataWalk(t *testing.T) {
+	requireFUSE(t)
+	if writeback {
+		t.Skip("with the writeback cache the kernel answers lseek itself")
+	}
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 32<<20, "-t", "ext4", "-b", "4096")
+	dir, fsys, srv := mount(t, image)
+	const extents = 300
+	blk := bytes.Repeat([]byte{'x'}, 4096)
+	f, err := os.Create(filepath.Join(dir, "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range extents {
+		if _, err := f.WriteAt(blk, int64(2*i)*4096); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	fd := int(f.Fd())
+	n := 0
+	for off := int64(0); ; n++ {
+		d, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if err == unix.ENXIO {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := unix.Seek(fd, d, unix.SEEK_HOLE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != int64(2*n)*4096 || h != d+4096 {
+			t.Fatalf("range %d: [%d, %d), want [%d, %d)", n, d, h, int64(2*n)*4096, int64(2*n+1)*4096)
+		}
+		off = h
+	}
+	if n != extents {
+		t.Fatalf("walk found %d data ranges, want %d", n, extents)
+	}
+	if cur, err := unix.Seek(fd, 0, io.SeekCurrent); err != nil || cur != int64(2*extents-1)*4096 {
+		t.Errorf("offset after the walk: %d, %v; want %d", cur, err, int64(2*extents-1)*4096)
+	}
+	f.Close()
+	unmount(t, srv, fsys)
+	testutil.RequireFsckClean(t, image)
+}
+
 // TestMountReaddirBadEntries: a directory holding entries whose inodes
 // cannot be read lists all its entries through the mount, with READDIR
 // and READDIRPLUS, as the kernel's ext4 lists them: a stat of a bad one
@@ -181,4 +239,72 @@ func TestMountReaddirBadEntries(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestMountForgetReleasesNodes: the nodes a listing with attributes made
+// the kernel look up are released when the kernel forgets them
+// (drop_caches), and a listing without attributes (READDIRPLUS only for
+// its first batch, as the kernel asks) holds few.
+func TestMountForgetReleasesNodes(t *testing.T) {
+	requireFUSE(t)
+	if os.Geteuid() != 0 {
+		t.Skip("drop_caches needs root")
+	}
+	image := filepath.Join(t.TempDir(), "img")
+	testutil.Mke2fs(t, image, 64<<20, "-t", "ext4", "-N", "8192")
+	const files = 3000
+	fsys, err := ext4go.Open(image, &ext4go.Options{Writable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Mkdir("big", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range files {
+		f, err := fsys.Create(fmt.Sprintf("big/file-%05d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	if err := fsys.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir, fsys, srv := mountWith(t, image, func(o *fusefs.Options) { o.ReleaseMemory = true })
+	dropCaches := func() {
+		t.Helper()
+		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitHeld := func(what string, most int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for fusefs.HeldNodes(srv) > most && time.Now().Before(deadline) {
+			dropCaches()
+			time.Sleep(50 * time.Millisecond)
+		}
+		if n := fusefs.HeldNodes(srv); n > most {
+			t.Fatalf("%s: %d nodes held, want at most %d", what, n, most)
+		}
+	}
+	waitHeld("at the start", 10)
+	names, err := os.ReadDir(filepath.Join(dir, "big"))
+	if err != nil || len(names) != files {
+		t.Fatalf("listing: %d entries, %v", len(names), err)
+	}
+	if n := fusefs.HeldNodes(srv); n > files/2 {
+		t.Errorf("a listing without stats holds %d nodes", n)
+	}
+	for _, e := range names {
+		if _, err := e.Info(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fusefs.HeldNodes(srv); n < files {
+		t.Fatalf("after stat of every entry %d nodes held, want %d", n, files)
+	}
+	waitHeld("after drop_caches", 10)
+	unmount(t, srv, fsys)
+	testutil.RequireFsckClean(t, image)
 }

@@ -154,6 +154,13 @@ func parseMountOptions(list []string) (*mountConfig, error) {
 // (a line "ok") or why it is not, through the pipe named here.
 const mountReadyEnv = "EXT4GO_MOUNT_READY_FD"
 
+// The mount daemon's soft heap limit (unless GOMEMLIMIT is set) and its
+// metadata cache.
+const (
+	mountMemoryLimit   = 224 << 20
+	mountMetadataCache = 16 << 20
+)
+
 // mount serves the image on dir: runMount parsed the command line (args,
 // which a daemon gets again), fg and olist.
 func mount(e *env, args []string, image, dir string, fg bool, olist []string) error {
@@ -211,6 +218,21 @@ func mount(e *env, args []string, image, dir string, fg bool, olist []string) er
 		// Four times the live heap halves that at a few MiB more memory.
 		debug.SetGCPercent(400)
 	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// A soft limit on the heap: the collector runs sooner as it
+		// nears it and gives freed pages back to the system, so memory
+		// the kernel's FORGETs (drop_caches, memory pressure) release is
+		// returned, and GOGC's headroom does not multiply a large live
+		// heap (a listing of a directory of 200,000 files). GOMEMLIMIT
+		// sets another.
+		debug.SetMemoryLimit(mountMemoryLimit)
+	}
+	// Memory the kernel's FORGETs free goes back to the system.
+	cfg.fuse.ReleaseMemory = true
+	if cfg.fs.MetadataCache == 0 {
+		// The host caches the image's pages already.
+		cfg.fs.MetadataCache = mountMetadataCache
+	}
 	// Errors a change finds are logged as the kernel logs them, on
 	// stderr in the foreground and to syslog once detached (kernel:
 	// __ext4_error_inode's printk).
@@ -231,8 +253,10 @@ func mount(e *env, args []string, image, dir string, fg bool, olist []string) er
 		// kernel: ext4_setup_super's warning
 		logErr.print(fmt.Sprintf("EXT4-fs (%s): warning: mounting fs with errors, running e2fsck is recommended", device))
 	}
+	stopProfile := startMountProfile()
 	srv, err := fusefs.Mount(fsys, dir, &cfg.fuse)
 	if err != nil {
+		stopProfile()
 		fsys.Close()
 		return fail(err)
 	}
@@ -254,6 +278,7 @@ func mount(e *env, args []string, image, dir string, fg bool, olist []string) er
 		}
 	}()
 	srv.Wait()
+	stopProfile()
 	signal.Stop(sig)
 	if err := fsys.Close(); err != nil {
 		return fmt.Errorf("closing %s: %w", image, err)
