@@ -49,4 +49,20 @@
 // says why it is missing). On macOS and FreeBSD, Options.Uring fails,
 // MaxReadahead is the kernel's, and corruption reads as EIO (Linux's
 // EUCLEAN is theirs not): system_linux.go, system_bsd.go, uring_other.go.
+//
+// The files, by concern (as go-fuse's fs package):
+//   - mount.go: Options, Mount, Server, giving memory back;
+//   - fusefs.go: the raw filesystem, node IDs, errors as errnos,
+//     attributes, INIT;
+//   - node_ops.go: lookups, attributes, making, removing, renaming and
+//     linking names;
+//   - file_ops.go: opens, reads, writes, lseek, fallocate, fsync,
+//     copy_file_range;
+//   - dir_ops.go: directory streams (READDIR, READDIRPLUS);
+//   - xattr_ops.go: extended attributes, inode flags and their ioctls;
+//   - privs.go: what the server checks for the kernel: callers'
+//     capabilities and groups, dropping set-ID bits and capabilities;
+//   - tables.go: the sharded tables of nodes the kernel holds and of
+//     open handles;
+//   - uring_*.go, system_*.go: FUSE over io_uring, per-system constants.
 package fusefs
