@@ -2,9 +2,10 @@ package ext4go
 
 import (
 	"fmt"
-	"github.com/ext4go/ext4go/internal/pad"
 	"sync"
 	"sync/atomic"
+
+	"github.com/ext4go/ext4go/internal/pad"
 
 	"github.com/ext4go/ext4go/internal/inode"
 	"github.com/ext4go/ext4go/internal/orphan"
