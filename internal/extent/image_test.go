@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
-	"github.com/ext4go/ext4go/internal/testutil"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ext4go/ext4go/internal/testutil"
 
 	"github.com/ext4go/ext4go/internal/csum"
 	"github.com/ext4go/ext4go/internal/fserr"

@@ -2,12 +2,13 @@ package txn
 
 import (
 	"fmt"
-	"github.com/ext4go/ext4go/internal/lockstat"
-	"github.com/ext4go/ext4go/internal/pad"
-	"github.com/ext4go/ext4go/internal/shard"
 	"slices"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/ext4go/ext4go/internal/lockstat"
+	"github.com/ext4go/ext4go/internal/pad"
+	"github.com/ext4go/ext4go/internal/shard"
 )
 
 // Buffer is a cached block. Its size is a multiple of a cache line, so
