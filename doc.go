@@ -97,5 +97,60 @@
 // Walks: FS.WalkDir and File.OpenAt read each directory through the one
 // above it, so walking a tree costs what it visits, memory grows with the
 // depth only, and a directory loop in a corrupt image is reported as
-// corruption instead of being followed.
+// corruption instead of being followed.//
+// # Files
+//
+// The package is filed by concern, as the kernel's fs/ext4 is (the file
+// there to compare with in parentheses); the on-disk formats, the
+// allocators, the journal and the block cache live in internal/ packages
+// of their own (docs/architecture.md draws the layers):
+//
+//   - ext4.go (super.c): Options, FS, Open, newFS, Close; super_write.go:
+//     the writer, superblock and group descriptor writes, closing;
+//     systemzone.go (block_validity.c); fserrors.go (ext4_error); info.go,
+//     blockgroups.go, fragmentation.go: what dumpe2fs and e2freefrag show.
+//   - jbd2.go (ext4_jbd2.c): transaction handles, the commit loop, Sync;
+//     recovery.go, orphan_cleanup.go, orphan_file.go (orphan.c);
+//     fastcommit_*.go (fast_commit.c's replay); undo.go: undoing a
+//     change that failed half way.
+//   - balloc.go (balloc.c, the mballoc glue): block bitmaps, allocation,
+//     frees; ialloc.go (ialloc.c): inode bitmaps.
+//   - inode.go (inode.c's iget): nodes and the inode cache; inode_table.go
+//     (ext4_mark_iloc_dirty): inode-table writes; inode_write.go: making
+//     and freeing inodes; inode_defer.go; lifetime.go: who may hold a node
+//     and when an inode may go; lazytime.go; atime.go.
+//   - extents.go (extents.c, indirect.c): the extent-tree and block-map
+//     stores and editors; data.go: reading file data; file_write.go and
+//     delalloc.go: writing it; truncate.go: truncate, punch, fallocate.
+//   - file.go, file_api.go, handle.go: File and its methods; at.go: the
+//     *at calls; open.go: OpenFile.
+//   - namei.go, namei_change.go, rename.go (namei.c): making, removing and
+//     renaming names; dir.go, dir_store.go (dir.c): reading and writing
+//     directories; walk.go: walks; inline.go (inline.c).
+//   - xattr.go, xattr_write.go, ea_inode.go (xattr.c, acl.c); flags.go
+//     (ioctl.c's flags); privs.go (file_remove_privs).
+//   - stat.go, fs.go, errors.go: the io/fs face and the error types.
+//   - build*.go: building an image from a host tree or a tar stream.
+//
+// # Lock order
+//
+// Outermost first; a lock is never taken while one later in the list is
+// held (lifetime.go and delalloc.go give the reasons):
+//
+//  1. writer.renameMu, for renames that move between directories;
+//  2. a directory's node.mu before its entries' (parents before children;
+//     two parents, or two children, in inode number order);
+//  3. an inode's node.mu before a transaction handle is begun (the
+//     handle pins the running transaction; a commit waits for handles);
+//  4. inside a handle: a block's buffer lock (txn), then within an
+//     inode-table block's buffer lock an inode allocator group's mutex
+//     (ialloc); the allocators' group mutexes (mballoc, ialloc) before
+//     the buffers of the bitmaps and descriptors they persist;
+//  5. leaf locks, held with nothing taken under them: the delayed-data
+//     and lazy-time sets (per shard), the node cache's shards.
+//
+// Neighbours' lazy times are only TryLocked (never waited for), and
+// mballoc's scanners only TryLock groups at the cheap criteria: a
+// goroutine can be preempted while it holds a lock, which a kernel
+// spinlock holder cannot.
 package ext4go
