@@ -44,20 +44,8 @@ func (d *File) OpenAt(name string) (*File, error) {
 	if c.isSymlink() {
 		return fail(syscall.ELOOP)
 	}
-	if c.isDir() {
-		// A directory whose ".." is not d has a second name (a hard link
-		// to a directory: a corrupt image, maybe a loop back to an
-		// ancestor); the kernel refuses to enter it too (d_splice_alias).
-		c.mu.RLock()
-		up, err := f.lookup(c, "..")
-		c.mu.RUnlock()
-		if err == nil && up != n.ino {
-			err = &CorruptError{What: "directory", Block: -1, Ino: c.ino,
-				Detail: fmt.Sprintf("its \"..\" is inode %d, not %d where it was found (a directory with two names, maybe a loop)", up, n.ino)}
-		}
-		if err != nil {
-			return fail(err)
-		}
+	if err := f.checkFoundIn(c, n); err != nil {
+		return fail(err)
 	}
 	// Named as given (as os.Root names what it opens): a chain of OpenAt
 	// calls holds no path longer than its elements.
@@ -107,18 +95,8 @@ func (d *File) OpenEntry(e fs.DirEntry) (*File, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if c.isDir() {
-		// As OpenAt: a directory whose ".." is not d has a second name.
-		c.mu.RLock()
-		up, err := f.lookup(c, "..")
-		c.mu.RUnlock()
-		if err == nil && up != n.ino {
-			err = &CorruptError{What: "directory", Block: -1, Ino: c.ino,
-				Detail: fmt.Sprintf("its \"..\" is inode %d, not %d where it was found (a directory with two names, maybe a loop)", up, n.ino)}
-		}
-		if err != nil {
-			return fail(err)
-		}
+	if err := f.checkFoundIn(c, n); err != nil {
+		return fail(err)
 	}
 	return f.newFile(c, de.name, c.isDir() || c.isRegular(), false, false)
 }
@@ -241,4 +219,22 @@ func (w *walker) walk(file *File, d fs.DirEntry) error {
 	}
 	w.path = w.path[:base]
 	return nil
+}
+
+// checkFoundIn refuses a directory c found in directory n whose ".." is
+// not n: it has a second name (a hard link to a directory: a corrupt
+// image, maybe a loop back to an ancestor), and the kernel refuses to
+// enter it too (d_splice_alias). Anything but a directory passes.
+func (f *FS) checkFoundIn(c, n *node) error {
+	if !c.isDir() {
+		return nil
+	}
+	c.mu.RLock()
+	up, err := f.lookup(c, "..")
+	c.mu.RUnlock()
+	if err == nil && up != n.ino {
+		err = &CorruptError{What: "directory", Block: -1, Ino: c.ino,
+			Detail: fmt.Sprintf("its \"..\" is inode %d, not %d where it was found (a directory with two names, maybe a loop)", up, n.ino)}
+	}
+	return err
 }
