@@ -2,7 +2,7 @@
 
 package ext4go_test
 
-// Crash simulation without the kernel (issue 10): a recording device logs
+// Crash simulation without the kernel: a recording device logs
 // every write and flush of a journalled workload. For many crash points
 // the image as a power cut there could leave it is rebuilt: every write
 // before the last flush is there; writes since then are each kept,

@@ -2,7 +2,7 @@
 
 package ext4go_test
 
-// Fault injection (issue 8): every operation is made to fail at each step
+// Fault injection: every operation is made to fail at each step
 // it takes, one at a time: the k-th block allocation, inode allocation,
 // metadata read or file data write fails (no space, or an I/O error). The operation must then
 // fail, and leave the filesystem exactly as it was (e2fsck -fn clean, the

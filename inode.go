@@ -98,8 +98,8 @@ func newNode(ino uint32, in *inode.Inode) *node {
 // it likes, with or without n.mu. The value must not be changed: writers
 // copy it, change the copy and publish it.
 //
-// Recycling (issue 13: the hot paths' one allocation per change was the
-// inode copy). A writer that replaces inode version V (publish) may reuse
+// Recycling (the hot paths' one allocation per change was the inode
+// copy). A writer that replaces inode version V (publish) may reuse
 // V's memory for a later copy only if no reader can still hold V. Every
 // reader marks what it takes: it reads seq (k), loads cur, raises seen to
 // at least k+1, and keeps the inode only if seq is still k; otherwise it

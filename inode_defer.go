@@ -8,7 +8,7 @@ import (
 	"github.com/ext4go/ext4go/internal/txn"
 )
 
-// Deferred inode writes (issue 13: jbd2's one dirty buffer for many
+// Deferred inode writes (kernel: jbd2's one dirty buffer for many
 // changes, as writeGroupDesc does for descriptors).
 //
 // An inode-table block holds 16 inodes at 4 KiB, so files written side by

@@ -2,7 +2,7 @@
 
 package ext4go_test
 
-// Journals ext4go left, read by the kernel (issue 10): a child process
+// Journals ext4go left, read by the kernel: a child process
 // runs a seeded workload through the library with syncs and is killed
 // (SIGKILL) at a random point. The kernel then mounts the image, replaying
 // ext4go's journal: everything synced before the kill and not touched

@@ -15,8 +15,8 @@ import (
 	"github.com/ext4go/ext4go/internal/testutil"
 )
 
-// TestLockstatFallocate2 is issue 13's contention claim on a machine with
-// few cores: fallocate2's operations (fallocate 8 KiB at the end, truncate
+// TestLockstatFallocate2 checks, on a machine with few cores, that nothing
+// many cores would share is taken: fallocate2's operations (fallocate 8 KiB at the end, truncate
 // to 0 at 1 MiB) take no lock and write no counter that all files share,
 // so nothing serialises them but the files' own locks and the sharded
 // structures. Only a block joining the running transaction counts itself

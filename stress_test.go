@@ -2,7 +2,7 @@
 
 package ext4go_test
 
-// The adversarial stress test (issue 8): many goroutines change one
+// The adversarial stress test: many goroutines change one
 // filesystem at once. Workers own private trees checked against their
 // records (the model); chaos goroutines race opens, writes, truncates,
 // xattr and attribute changes, links, renames and unlinks on a few shared

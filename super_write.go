@@ -374,7 +374,7 @@ func (f *FS) writeSuper(h handle) error {
 // block once, when the transaction commits (writeDirtyGroupDescs), not on
 // every allocation: a descriptor block holds the descriptors of many
 // groups, so writing it per change made every allocation and free of all
-// files lock and dirty one shared buffer (issue 13: jbd2's one dirty
+// files lock and dirty one shared buffer (kernel: jbd2's one dirty
 // buffer for many changes).
 func (f *FS) writeGroupDesc(h handle, g uint32) error {
 	if f.w.groupDescsBatched {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Appenders side by side (issue 13): P appenders, each writing its own file
+# Appenders side by side: P appenders, each writing its own file
 # in 64 KiB appends (-w: another size), with the final sync, through ext4go on a fresh image,
 # through the kernel's journalled ext4 on a fresh loop mount of an image of
 # the same size, and straight into one image file with pwrite (the

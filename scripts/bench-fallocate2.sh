@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fallocate2 side by side (issue 13): ext4go's journalled library on a
+# fallocate2 side by side: ext4go's journalled library on a
 # fresh image against the kernel's journalled ext4 on a fresh loop mount of
 # an image of the same size, and optionally an older ext4go binary (-b, e.g.
 # built before a change). Rounds alternate between them so that other load

@@ -12,7 +12,7 @@ import (
 )
 
 // A breakdown says where a benchmark's CPU time goes, layer by layer
-// (issue 13's -breakdown): the run is CPU-profiled, and every sample is
+// (-breakdown): the run is CPU-profiled, and every sample is
 // charged to the layer of the innermost frame that names one. Sampling
 // costs a few per cent and changes nothing in the code measured, where
 // timers around each layer would cost more than some layers take.

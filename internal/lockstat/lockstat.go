@@ -1,7 +1,7 @@
 // Package lockstat counts how often each shared lock and each shared
 // cache line of the write path is taken, so that a machine with two cores
-// can show which ones many cores would fight over (issue 13: the seeds'
-// point was a global lock, s_md_lock, taken on every fallocate and every
+// can show which ones many cores would fight over (the kernel's point:
+// a global lock, s_md_lock, was taken on every fallocate and every
 // truncate).
 //
 // A lock is declared as Mutex[K] or RWMutex[K], where the marker type K

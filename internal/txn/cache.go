@@ -15,7 +15,7 @@ import (
 // that two buffers allocated one after the other (the extent leaves of two
 // files growing at once) never share a line: each is locked and pinned by
 // its own writer several times an append, and a shared line would bounce
-// between their cores on every one (seed 003).
+// between their cores on every one.
 type Buffer struct {
 	bufferState
 	_ [(bufferLine - unsafe.Sizeof(bufferState{})%bufferLine) % bufferLine * pad.On]byte
