@@ -92,6 +92,10 @@ type Options struct {
 	Logger *log.Logger
 	// ExtraOptions are passed to the kernel's mount as they are.
 	ExtraOptions []string
+	// NoSubtype mounts with the plain type fuse instead of fuse.ext4go
+	// (for tools that expect it: xfstests with FSTYP=fuse checks the
+	// type against fuse).
+	NoSubtype bool
 }
 
 // Server is a mounted filesystem.
@@ -119,7 +123,7 @@ func Mount(fsys *ext4go.FS, dir string, o *Options) (*Server, error) {
 		FsName:     o.FsName,
 		// The subtype: the mount's type is fuse.ext4go (as fuse2fs's is
 		// fuse.ext4), which findmnt -t and fstab's type name.
-		Name:               "ext4go",
+		Name:               subtype(o),
 		MaxWrite:           o.MaxWrite,
 		Debug:              o.Debug,
 		Logger:             o.Logger,
@@ -297,4 +301,12 @@ func releaseMemory(nodes *nodeTable, done <-chan struct{}) {
 			last = held
 		}
 	}
+}
+
+// subtype is the mount's subtype (its type is fuse.SUBTYPE), or none.
+func subtype(o *Options) string {
+	if o.NoSubtype {
+		return ""
+	}
+	return "ext4go"
 }

@@ -104,6 +104,17 @@ func parseMountOptions(list []string) (*mountConfig, error) {
 			// Accepted: directories' access times follow the files'.
 		case "fsname":
 			c.fuse.FsName = val
+		case "subtype":
+			// libfuse's subtype=: the type is fuse.NAME; empty, plain
+			// fuse. Only ext4go's own name or none.
+			switch val {
+			case "ext4go":
+				c.fuse.NoSubtype = false
+			case "":
+				c.fuse.NoSubtype = true
+			default:
+				return nil, usagef("mount option subtype takes ext4go or nothing (the type is then fuse), not %q", val)
+			}
 		case "debug":
 			c.fuse.Debug = true
 		case "writeback_cache":

@@ -25,7 +25,7 @@ func runMount(e *env, args []string) error {
 	fg := s.Bool("f", false, "stay in the foreground (else the command returns once the mount is live, leaving a daemon)")
 	var olist []string
 	s.add("o", "OPTIONS", "comma-separated mount options: ro, rw, allow_other, default_permissions, uid=N, gid=N (owner of new files), "+
-		"noatime, relatime (default), strictatime, lazytime, nolazytime (default), delalloc (default), nodelalloc, commit=SECONDS, errors=continue|remount-ro|panic (default: the superblock's), fsname=NAME, writeback_cache, no_readdirplus, max_readahead=BYTES, cached_write_only, uring, uring_idle, debug, "+
+		"noatime, relatime (default), strictatime, lazytime, nolazytime (default), delalloc (default), nodelalloc, commit=SECONDS, errors=continue|remount-ro|panic (default: the superblock's), fsname=NAME, subtype= (the type is then fuse, not fuse.ext4go), writeback_cache, no_readdirplus, max_readahead=BYTES, cached_write_only, uring, uring_idle, debug, "+
 		"suid, dev, exec (and their no- forms)", "",
 		func(v string) error { olist = append(olist, strings.Split(v, ",")...); return nil })
 	if err := s.Parse(args); err != nil {

@@ -101,4 +101,18 @@ func TestMountHelper(t *testing.T) {
 	if out := mustCLI(t, "cat", img, "/through-helper"); out != "hello" {
 		t.Errorf("the file written through the helper's mount: %q", out)
 	}
+
+	// subtype= (none): the plain type fuse, as xfstests with FSTYP=fuse
+	// wants it.
+	cmd = exec.Command(helper, img, mnt, "-o", "rw,subtype=")
+	cmd.Env = mountEnv
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("mount.fuse.ext4go -o subtype=: %v\n%s", err, out)
+	}
+	mi, _ = os.ReadFile("/proc/self/mountinfo")
+	exec.Command("fusermount3", "-u", mnt).Run()
+	waitClosed(t, img)
+	if !strings.Contains(string(mi), " "+mnt+" ") || !strings.Contains(string(mi), " - fuse ") {
+		t.Errorf("with subtype= the mount is not of type fuse")
+	}
 }
