@@ -274,18 +274,7 @@ func (f *FS) Sync() (err error) {
 	if err := f.writeDirtyTimes(time.Time{}); err != nil {
 		return err
 	}
-	h, err := f.begin()
-	if err != nil {
-		return err
-	}
-	err = f.writeSuper(h)
-	if e := h.End(); err == nil {
-		err = e
-	}
-	if err != nil {
-		return err
-	}
-	return f.tm.Commit()
+	return f.writeSuperNow()
 }
 
 // syncFile makes a file's changes durable (fsync): n's lazy timestamps
